@@ -1,0 +1,29 @@
+// Helpers every test uses: paths to test data and binaries, relative L2 error, running a
+// subprocess and capturing its output.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+namespace m3::test {
+
+std::string DataPath(const std::string& relative);  // tests/data/<relative>
+std::string BinPath(const std::string& name);       // <build>/bin/<name>
+std::string TempDir();                               // a fresh directory under /tmp
+
+// ||a - b|| / ||b||; infinity when sizes differ.
+double RelativeL2(std::span<const float> a, std::span<const float> b);
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs argv (no shell), with optional stdin text; returns exit code and output.
+ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& stdin_text = "");
+
+std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& bytes);
+
+}  // namespace m3::test
