@@ -1,0 +1,111 @@
+// m3-engine: the offline runner of the engine (the acceptance contract of the CPU backend).
+//   m3-engine logits   --model DIR --inputs IN.safetensors --output OUT.safetensors [--capture]
+//   m3-engine generate --model DIR --inputs IN.safetensors --max-new-tokens N
+//                      [--temperature T --top-p P --top-k K --seed S --ignore-eos]
+// Errors print one line on stderr and exit 2; usage errors exit 64.
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "engine/cli/arg_parser.h"
+#include "engine/generate.h"
+#include "engine/model_inputs.h"
+#include "engine/model_registry.h"
+#include "shared/error.h"
+#include "shared/safetensors.h"
+
+namespace m3::engine::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage:\n"
+    "  m3-engine logits --model DIR --inputs IN.safetensors --output OUT.safetensors [--capture]\n"
+    "      writes logits F32 [T, V]; --capture adds hidden_states.i, block_indices.layerN,\n"
+    "      image.* / video.* vision_tower_out and projector_out\n"
+    "  m3-engine generate --model DIR --inputs IN.safetensors --max-new-tokens N\n"
+    "      [--temperature T] [--top-p P] [--top-k K] [--seed S] [--ignore-eos]\n"
+    "      prints {\"tokens\":[...]} as the last stdout line\n";
+
+int RunLogits(const std::vector<std::string>& args) {
+  ArgParser p;
+  for (const char* o : {"model", "inputs", "output"}) p.AddOption(o);
+  p.AddFlag("capture");
+  p.Parse(args);
+  const std::string model_dir = p.Required("model"), in_path = p.Required("inputs"),
+                    out_path = p.Required("output");
+  ModelInputs inputs = ReadModelInputs(in_path);
+  auto model = LoadModel(model_dir);
+  CaptureOptions capture;
+  capture.hidden_states = capture.block_indices = capture.vision = p.Has("capture");
+  auto seq = model->NewSequence();
+  PrefillResult r = model->Prefill(*seq, inputs, capture);
+  NamedTensors out;
+  out.emplace_back("logits", HostTensor::FromFloat({r.rows, model->vocab_size()}, r.logits));
+  for (auto& t : r.captured) out.push_back(std::move(t));
+  WriteSafetensors(out_path, out);
+  return 0;
+}
+
+int RunGenerate(const std::vector<std::string>& args) {
+  ArgParser p;
+  for (const char* o :
+       {"model", "inputs", "max-new-tokens", "temperature", "top-p", "top-k", "seed"})
+    p.AddOption(o);
+  p.AddFlag("ignore-eos");
+  p.Parse(args);
+  GenerateOptions opt;
+  opt.max_new_tokens = p.Int("max-new-tokens", 16);
+  opt.ignore_eos = p.Has("ignore-eos");
+  opt.sampling.temperature = static_cast<float>(p.Double("temperature", 0.0));
+  opt.sampling.top_p = static_cast<float>(p.Double("top-p", 1.0));
+  opt.sampling.top_k = p.Int("top-k", 0);
+  int64_t seed = p.Int("seed", 0);
+  Require(opt.max_new_tokens >= 0, ErrorCode::kInvalidArgument, "--max-new-tokens must be >= 0");
+  Require(opt.sampling.temperature >= 0, ErrorCode::kInvalidArgument, "--temperature must be >= 0");
+  Require(opt.sampling.top_p > 0 && opt.sampling.top_p <= 1, ErrorCode::kInvalidArgument,
+          "--top-p must be in (0, 1]");
+  Require(opt.sampling.top_k >= 0, ErrorCode::kInvalidArgument, "--top-k must be >= 0");
+  Require(seed >= 0, ErrorCode::kInvalidArgument, "--seed must be >= 0");
+  opt.sampling.seed = static_cast<uint64_t>(seed);
+  ModelInputs inputs = ReadModelInputs(p.Required("inputs"));
+  auto model = LoadModel(p.Required("model"));
+  std::vector<int64_t> tokens = Generate(*model, inputs, opt);
+  std::string line = "{\"tokens\":[";
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i) line += ',';
+    line += std::to_string(tokens[i]);
+  }
+  line += "]}";
+  std::cout << line << std::endl;
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 64 : 0;
+  }
+  std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    if (cmd == "logits") return RunLogits(args);
+    if (cmd == "generate") return RunGenerate(args);
+    std::cerr << "m3-engine: unknown command '" << cmd << "'\n" << kUsage;
+    return 64;
+  } catch (const Error& e) {
+    std::cerr << "m3-engine: error (" << ErrorCodeName(e.code()) << "): " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "m3-engine: error: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace
+}  // namespace m3::engine::cli
+
+int main(int argc, char** argv) {
+  return m3::engine::cli::Main(argc, argv);
+}
