@@ -11,7 +11,7 @@ PKGS=(
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev ffmpeg
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   doctest-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libopenblas-dev libpcre2-dev
+  libopenblas-dev libpcre2-dev libutf8proc-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do

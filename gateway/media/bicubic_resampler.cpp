@@ -1,0 +1,284 @@
+// Antialiased bicubic uint8 resampling (see bicubic_resampler.h for the semantics). The AVX2
+// kernels compute exactly the scalar integer arithmetic, only several samples at a time.
+#include "gateway/media/bicubic_resampler.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "shared/error.h"
+
+namespace m3::media {
+namespace {
+
+// Keys cubic convolution with a = -0.5 (PIL's and PyTorch's antialiased bicubic filter).
+double CubicFilter(double x) {
+  constexpr double a = -0.5;
+  x = std::abs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
+  return 0.0;
+}
+
+BicubicResampler::Axis BuildAxis(int64_t in_size, int64_t out_size) {
+  BicubicResampler::Axis axis;
+  axis.in_size = in_size;
+  axis.out_size = out_size;
+  if (in_size == out_size) return axis;
+  const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
+  const double support = scale >= 1.0 ? 2.0 * scale : 2.0;  // interp_size 4, halved, widened
+  const double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
+  const int max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  std::vector<double> real(static_cast<size_t>(out_size) * max_taps, 0.0);
+  axis.start.resize(out_size);
+  axis.count.resize(out_size);
+  double wt_max = 0.0;
+  for (int64_t i = 0; i < out_size; ++i) {
+    const double center = scale * (static_cast<double>(i) + 0.5);
+    // Truncating casts, as in the reference.
+    const int64_t xmin = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    int64_t xsize = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in_size) - xmin;
+    xsize = std::clamp<int64_t>(xsize, 0, max_taps);
+    double* w = real.data() + i * max_taps;
+    double total = 0.0;
+    for (int64_t j = 0; j < xsize; ++j) {
+      w[j] = CubicFilter((static_cast<double>(j + xmin) - center + 0.5) * invscale);
+      total += w[j];
+    }
+    if (total != 0.0) {
+      for (int64_t j = 0; j < xsize; ++j) {
+        w[j] /= total;
+        wt_max = std::max(wt_max, w[j]);
+      }
+    }
+    axis.start[i] = static_cast<int32_t>(xmin);
+    axis.count[i] = static_cast<int32_t>(xsize);
+  }
+  int precision = 0;
+  for (precision = 0; precision < 22; ++precision) {
+    const int next = static_cast<int>(0.5 + wt_max * (1 << (precision + 1)));
+    if (next >= (1 << 15)) break;
+  }
+  axis.precision = precision;
+  axis.taps = (max_taps + 3) / 4 * 4;
+  axis.weights.assign(static_cast<size_t>(out_size) * axis.taps, 0);
+  for (int64_t i = 0; i < out_size; ++i) {
+    for (int j = 0; j < axis.count[i]; ++j) {
+      const double v = real[i * max_taps + j] * (1 << precision);
+      axis.weights[i * axis.taps + j] =
+          static_cast<int16_t>(v < 0 ? static_cast<int>(-0.5 + v) : static_cast<int>(0.5 + v));
+    }
+  }
+  return axis;
+}
+
+inline uint8_t Clamp8(int32_t v) {
+  return static_cast<uint8_t>(std::clamp(v, 0, 255));
+}
+
+// Rows [y0, y1) of `in` resampled horizontally into the same rows of `out` (out row r = in
+// row y0 + r).
+void HorizontalScalar(const BicubicResampler::Axis& ax, const ImageBuffer& in, int64_t y0,
+                      int64_t y1, ImageBuffer& out) {
+  const int32_t half = 1 << (ax.precision - 1);
+  for (int64_t y = y0; y < y1; ++y) {
+    const uint8_t* src = in.row(y);
+    uint8_t* dst = out.row(y - y0);
+    for (int64_t x = 0; x < ax.out_size; ++x) {
+      const int16_t* w = ax.weights.data() + x * ax.taps;
+      const uint8_t* p = src + static_cast<int64_t>(ax.start[x]) * 3;
+      int32_t s0 = half, s1 = half, s2 = half;
+      for (int k = 0; k < ax.count[x]; ++k) {
+        s0 += p[3 * k] * w[k];
+        s1 += p[3 * k + 1] * w[k];
+        s2 += p[3 * k + 2] * w[k];
+      }
+      dst[3 * x] = Clamp8(s0 >> ax.precision);
+      dst[3 * x + 1] = Clamp8(s1 >> ax.precision);
+      dst[3 * x + 2] = Clamp8(s2 >> ax.precision);
+    }
+  }
+}
+
+// Vertical pass; `in` row r holds source row y_offset + r.
+void VerticalScalar(const BicubicResampler::Axis& ax, const ImageBuffer& in, int64_t y_offset,
+                    ImageBuffer& out) {
+  const int32_t half = 1 << (ax.precision - 1);
+  const int64_t n = out.row_bytes();
+  std::vector<int32_t> acc(n);
+  for (int64_t y = 0; y < ax.out_size; ++y) {
+    std::fill(acc.begin(), acc.end(), half);
+    const int16_t* w = ax.weights.data() + y * ax.taps;
+    for (int k = 0; k < ax.count[y]; ++k) {
+      const uint8_t* src = in.row(ax.start[y] + k - y_offset);
+      const int32_t wk = w[k];
+      for (int64_t i = 0; i < n; ++i) acc[i] += src[i] * wk;
+    }
+    uint8_t* dst = out.row(y);
+    for (int64_t i = 0; i < n; ++i) dst[i] = Clamp8(acc[i] >> ax.precision);
+  }
+}
+
+__attribute__((target("avx2"))) void HorizontalAvx2(const BicubicResampler::Axis& ax,
+                                                    const int16_t* simd_weights,
+                                                    const ImageBuffer& in, int64_t y0, int64_t y1,
+                                                    ImageBuffer& out) {
+  // Four source pixels (12 bytes) -> two pairs of taps, each pair as (c0 c0' c1 c1' c2 c2' 0 0).
+  const __m128i shuffle = _mm_setr_epi8(0, 3, 1, 4, 2, 5, -1, -1, 6, 9, 7, 10, 8, 11, -1, -1);
+  const __m128i half = _mm_set1_epi32(1 << (ax.precision - 1));
+  const __m128i shift = _mm_cvtsi32_si128(ax.precision);
+  const int groups_stride = ax.taps / 4;
+  for (int64_t y = y0; y < y1; ++y) {
+    const uint8_t* src = in.row(y);
+    uint8_t* dst = out.row(y - y0);
+    for (int64_t x = 0; x < ax.out_size; ++x) {
+      const uint8_t* p = src + static_cast<int64_t>(ax.start[x]) * 3;
+      const __m256i* w = reinterpret_cast<const __m256i*>(simd_weights) + x * groups_stride;
+      const int groups = (ax.count[x] + 3) / 4;
+      __m256i acc = _mm256_setzero_si256();
+      for (int g = 0; g < groups; ++g) {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 12 * g));
+        const __m256i v = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(raw, shuffle));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(v, _mm256_loadu_si256(w + g)));
+      }
+      __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+      sum = _mm_sra_epi32(_mm_add_epi32(sum, half), shift);
+      sum = _mm_packus_epi16(_mm_packs_epi32(sum, sum), sum);
+      const int32_t px = _mm_cvtsi128_si32(sum);
+      std::memcpy(dst + 3 * x, &px, 4);  // the 4th byte is overwritten by the next pixel
+    }
+  }
+}
+
+__attribute__((target("avx2"))) void VerticalAvx2(const BicubicResampler::Axis& ax,
+                                                  const ImageBuffer& in, int64_t y_offset,
+                                                  ImageBuffer& out) {
+  const __m256i half = _mm256_set1_epi32(1 << (ax.precision - 1));
+  const __m128i shift = _mm_cvtsi32_si128(ax.precision);
+  const int64_t n = out.row_bytes();
+  for (int64_t y = 0; y < ax.out_size; ++y) {
+    const int16_t* w = ax.weights.data() + y * ax.taps;
+    const int count = ax.count[y];
+    const uint8_t* base = in.row(ax.start[y] - y_offset);
+    const int64_t stride = in.row_bytes();
+    uint8_t* dst = out.row(y);
+    // 16 bytes per step; the last step may run into the padding of both buffers.
+    for (int64_t i = 0; i < n; i += 16) {
+      __m256i lo = half, hi = half;
+      int k = 0;
+      for (; k + 1 < count; k += 2) {
+        const __m256i a = _mm256_cvtepu8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + k * stride + i)));
+        const __m256i b = _mm256_cvtepu8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + (k + 1) * stride + i)));
+        const __m256i wk = _mm256_set1_epi32(
+            static_cast<int32_t>(static_cast<uint16_t>(w[k]) |
+                                 (static_cast<uint32_t>(static_cast<uint16_t>(w[k + 1])) << 16)));
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), wk));
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), wk));
+      }
+      if (k < count) {
+        const __m256i a = _mm256_cvtepu8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + k * stride + i)));
+        const __m256i wk = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint16_t>(w[k])));
+        const __m256i z = _mm256_setzero_si256();
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, z), wk));
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, z), wk));
+      }
+      lo = _mm256_sra_epi32(lo, shift);
+      hi = _mm256_sra_epi32(hi, shift);
+      const __m256i s16 = _mm256_packs_epi32(lo, hi);  // in order within each 128-bit lane
+      const __m256i s8 = _mm256_permute4x64_epi64(_mm256_packus_epi16(s16, s16), 0x08);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_castsi256_si128(s8));
+    }
+  }
+}
+
+bool CpuHasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+}  // namespace
+
+BicubicResampler::BicubicResampler(int64_t in_width, int64_t in_height, int64_t out_width,
+                                   int64_t out_height) {
+  Require(in_width > 0 && in_height > 0 && out_width > 0 && out_height > 0,
+          ErrorCode::kInvalidArgument, "resize: sizes must be positive");
+  h_ = BuildAxis(in_width, out_width);
+  v_ = BuildAxis(in_height, out_height);
+  simd_ok_ = CpuHasAvx2();
+  if (!h_.identity()) {
+    // Each 4-tap group as 16 int16: (w0 w1) x3, 0 0, (w2 w3) x3, 0 0, matching the shuffle.
+    const int groups = h_.taps / 4;
+    h_simd_weights_.assign(static_cast<size_t>(h_.out_size) * groups * 16, 0);
+    for (int64_t x = 0; x < h_.out_size; ++x) {
+      for (int g = 0; g < groups; ++g) {
+        const int16_t* w = h_.weights.data() + x * h_.taps + 4 * g;
+        int16_t* d = h_simd_weights_.data() + (x * groups + g) * 16;
+        for (int c = 0; c < 3; ++c) {
+          d[2 * c] = w[0];
+          d[2 * c + 1] = w[1];
+          d[8 + 2 * c] = w[2];
+          d[8 + 2 * c + 1] = w[3];
+        }
+      }
+    }
+  }
+}
+
+void BicubicResampler::Resize(const ImageBuffer& in, ImageBuffer& out) const {
+  Run(in, out, simd_ok_);
+}
+
+void BicubicResampler::ResizeScalar(const ImageBuffer& in, ImageBuffer& out) const {
+  Run(in, out, false);
+}
+
+void BicubicResampler::Run(const ImageBuffer& in, ImageBuffer& out, bool simd) const {
+  Require(in.width == h_.in_size && in.height == v_.in_size, ErrorCode::kInternal,
+          "resize: input size does not match the resampler");
+  Require(
+      static_cast<int64_t>(in.pixels.size()) >= in.width * in.height * 3 + ImageBuffer::kPadding,
+      ErrorCode::kInternal, "resize: input buffer lacks padding");
+  if (h_.identity() && v_.identity()) {
+    out = in;
+    return;
+  }
+  if (v_.identity()) {
+    out.Allocate(h_.out_size, in.height, in.order);
+    if (simd) {
+      HorizontalAvx2(h_, h_simd_weights_.data(), in, 0, in.height, out);
+    } else {
+      HorizontalScalar(h_, in, 0, in.height, out);
+    }
+    return;
+  }
+  // Only the source rows the vertical filter reads need the horizontal pass.
+  const int64_t y0 = v_.start.front();
+  int64_t y1 = 0;
+  for (int64_t y = 0; y < v_.out_size; ++y) y1 = std::max<int64_t>(y1, v_.start[y] + v_.count[y]);
+  const ImageBuffer* mid = &in;
+  ImageBuffer tmp;
+  int64_t offset = 0;
+  if (!h_.identity()) {
+    tmp.Allocate(h_.out_size, y1 - y0, in.order);
+    if (simd) {
+      HorizontalAvx2(h_, h_simd_weights_.data(), in, y0, y1, tmp);
+    } else {
+      HorizontalScalar(h_, in, y0, y1, tmp);
+    }
+    mid = &tmp;
+    offset = y0;
+  }
+  out.Allocate(h_.out_size, v_.out_size, in.order);
+  if (simd) {
+    VerticalAvx2(v_, *mid, offset, out);
+  } else {
+    VerticalScalar(v_, *mid, offset, out);
+  }
+}
+
+}  // namespace m3::media

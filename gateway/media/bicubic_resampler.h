@@ -1,0 +1,53 @@
+// BicubicResampler: antialiased bicubic resize of 8-bit images that reproduces torchvision's
+// resize(..., BICUBIC, antialias=True) on uint8 tensors (PyTorch's CPU uint8 path, which
+// follows PIL's ImagingResample): Keys cubic a = -0.5 with its support widened by the
+// downscale factor, weights normalized per output sample then quantized to int16 at the
+// largest precision that fits the axis's largest weight; the horizontal pass runs first and
+// its output is rounded and clamped to uint8 before the vertical pass. An axis whose size
+// does not change is skipped, as PyTorch does.
+//
+// The weight tables are built once per (input size, output size) pair, so one resampler
+// serves every frame of a video. Resize() is const and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gateway/media/image_buffer.h"
+
+namespace m3::media {
+
+class BicubicResampler {
+ public:
+  BicubicResampler(int64_t in_width, int64_t in_height, int64_t out_width, int64_t out_height);
+
+  // `in` must be in_width x in_height; `out` is (re)allocated to the output size and keeps
+  // the input's channel order.
+  void Resize(const ImageBuffer& in, ImageBuffer& out) const;
+  // Same, without SIMD: the arithmetic every path must reproduce bit for bit (tests).
+  void ResizeScalar(const ImageBuffer& in, ImageBuffer& out) const;
+
+  // One axis's filter: output sample i reads count[i] inputs from start[i] with weights
+  // weights[i * taps ...] (zero beyond count[i]) in fixed point with `precision` bits.
+  struct Axis {
+    int64_t in_size = 0;
+    int64_t out_size = 0;
+    int taps = 0;  // the widest filter, rounded up to a multiple of 4
+    int precision = 0;
+    std::vector<int32_t> start;
+    std::vector<int32_t> count;
+    std::vector<int16_t> weights;
+    bool identity() const { return in_size == out_size; }
+  };
+  const Axis& horizontal() const { return h_; }
+  const Axis& vertical() const { return v_; }
+
+ private:
+  void Run(const ImageBuffer& in, ImageBuffer& out, bool simd) const;
+
+  Axis h_, v_;
+  std::vector<int16_t> h_simd_weights_;  // per output, per 4 taps: 16 int16 (AVX2 layout)
+  bool simd_ok_ = false;
+};
+
+}  // namespace m3::media

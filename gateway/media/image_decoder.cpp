@@ -1,0 +1,90 @@
+// Image decoding with OpenCV imgcodecs (and FFmpeg for GIF); see image_decoder.h.
+#include "gateway/media/image_decoder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <string>
+
+#include "gateway/media/video_decoder.h"
+#include "shared/error.h"
+
+namespace m3::media {
+namespace {
+
+// PNG IHDR: bit depth at byte 24, colour type at byte 25 (0 = grayscale).
+bool IsPng16BitGray(std::string_view b) {
+  return b.size() > 25 && static_cast<uint8_t>(b[24]) == 16 && static_cast<uint8_t>(b[25]) == 0;
+}
+
+// libjpeg decodes a truncated stream without error (the rest turns gray), so require the
+// end-of-image marker after the first start-of-scan; entropy-coded data stuffs 0xFF bytes, so
+// FF D9 there can only be the real marker.
+bool JpegHasEndMarker(std::string_view b) {
+  const size_t sos = b.find("\xFF\xDA");
+  return sos != std::string_view::npos && b.find("\xFF\xD9", sos + 2) != std::string_view::npos;
+}
+
+ImageBuffer FromMat(const cv::Mat& m) {
+  ImageBuffer out;
+  out.Allocate(m.cols, m.rows, ChannelOrder::kBGR);
+  for (int y = 0; y < m.rows; ++y) std::memcpy(out.row(y), m.ptr(y), out.row_bytes());
+  return out;
+}
+
+ImageBuffer DecodeGif(std::string_view bytes, const MediaLimits& limits) {
+  VideoDecoder decoder(bytes, limits);
+  ImageBuffer first;
+  const double t0 = 0.0;
+  decoder.Decode(std::span<const double>(&t0, 1), [&](const ImageBuffer& f, int64_t, double) {
+    first = f;
+    return false;
+  });
+  return first;
+}
+
+}  // namespace
+
+ImageBuffer DecodeImage(std::string_view bytes, const ImageHeader& header,
+                        const MediaLimits& limits) {
+  if (header.format == MediaFormat::kGif) return DecodeGif(bytes, limits);
+  const cv::Mat encoded(1, static_cast<int>(bytes.size()), CV_8UC1,
+                        const_cast<char*>(bytes.data()));
+  const std::string what(FormatName(header.format));
+  Require(header.format != MediaFormat::kJpeg || JpegHasEndMarker(bytes),
+          ErrorCode::kInvalidArgument, "JPEG: truncated image data (no end-of-image marker)");
+  try {
+    if (header.format == MediaFormat::kPng && IsPng16BitGray(bytes)) {
+      const cv::Mat gray = cv::imdecode(encoded, cv::IMREAD_ANYDEPTH | cv::IMREAD_GRAYSCALE);
+      Require(!gray.empty() && gray.depth() == CV_16U, ErrorCode::kInvalidArgument,
+              "PNG: corrupt or truncated image data");
+      ImageBuffer out;
+      out.Allocate(gray.cols, gray.rows, ChannelOrder::kRGB);
+      for (int y = 0; y < gray.rows; ++y) {
+        const uint16_t* s = gray.ptr<uint16_t>(y);
+        uint8_t* d = out.row(y);
+        for (int x = 0; x < gray.cols; ++x) {
+          const uint8_t v = static_cast<uint8_t>(std::min<uint16_t>(s[x], 255));
+          d[3 * x] = d[3 * x + 1] = d[3 * x + 2] = v;
+        }
+      }
+      return out;
+    }
+    // Decode straight into the padded buffer when the decoder keeps the header's size (no
+    // EXIF rotation); otherwise copy what it produced.
+    ImageBuffer out;
+    out.Allocate(header.width, header.height, ChannelOrder::kBGR);
+    cv::Mat target(static_cast<int>(header.height), static_cast<int>(header.width), CV_8UC3,
+                   out.pixels.data());
+    cv::imdecode(encoded, cv::IMREAD_COLOR, &target);
+    Require(!target.empty() && target.type() == CV_8UC3, ErrorCode::kInvalidArgument,
+            what + ": corrupt or truncated image data");
+    if (target.data == out.pixels.data() && target.isContinuous()) return out;
+    return FromMat(target);
+  } catch (const cv::Exception& e) {
+    throw Error(ErrorCode::kInvalidArgument, what + ": cannot decode: " + e.what());
+  }
+}
+
+}  // namespace m3::media

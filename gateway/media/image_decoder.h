@@ -1,0 +1,21 @@
+// DecodeImage: encoded image bytes -> 8-bit 3-channel pixels, converted the way the reference
+// loader (PIL: exif_transpose, then convert("RGB")) does: EXIF orientation applied, alpha
+// dropped without compositing, grayscale and palette expanded, 16-bit samples reduced like
+// PIL (RGB/RGBA/LA: the high byte; plain 16-bit grayscale: clamped to 255). JPEG, PNG, WebP,
+// BMP and TIFF decode with OpenCV; GIF (first frame) with FFmpeg.
+#pragma once
+
+#include <string_view>
+
+#include "gateway/media/image_buffer.h"
+#include "gateway/media/image_header.h"
+#include "gateway/media/media_options.h"
+
+namespace m3::media {
+
+// `header` is ReadImageHeader(bytes), already checked against the limits. Throws
+// kInvalidArgument for corrupt or truncated data.
+ImageBuffer DecodeImage(std::string_view bytes, const ImageHeader& header,
+                        const MediaLimits& limits);
+
+}  // namespace m3::media

@@ -1,0 +1,68 @@
+// M3VisionProcessor: MiniMax-M3 VL's image and video preprocessing rules (the HF
+// MiniMaxM3VLImageProcessor / MiniMaxM3VLVideoProcessor / MiniMaxM3VLProcessor): smart
+// resize to multiples of 28, CLIP normalization, 14x14 patches with temporal size 2 grouped
+// block-major over 2x2 merge blocks, and the ]<]...[>[ placeholder text with per-group video
+// timestamps.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "gateway/media/vision_processor.h"
+
+namespace m3::media {
+
+struct M3VisionConfig {
+  int64_t patch_size = 14;
+  int64_t temporal_patch_size = 2;
+  int64_t merge_size = 2;
+  std::array<double, 3> image_mean{0.48145466, 0.4578275, 0.40821073};
+  std::array<double, 3> image_std{0.26862954, 0.26130258, 0.27577711};
+  // Images.
+  int64_t image_min_pixels = 4 * 28 * 28;
+  int64_t image_max_pixels = 451584;
+  // Videos.
+  int64_t video_min_pixels = 4 * 28 * 28;
+  int64_t video_max_pixels = 768 * 28 * 28;
+  int64_t video_total_pixels = static_cast<int64_t>(64000 * 28 * 28 * 0.9);
+  double video_fps = 1.0;
+  int64_t video_min_frames = 4;
+  int64_t video_max_frames = 768;
+};
+
+class M3VisionProcessor : public VisionProcessor {
+ public:
+  explicit M3VisionProcessor(M3VisionConfig config);
+
+  std::string_view name() const override { return "minimax_m3_vl"; }
+  ResizeTarget ImageResize(int64_t height, int64_t width,
+                           const MediaOptions& options) const override;
+  FrameSampling VideoSampling(const MediaOptions& options) const override;
+  ResizeTarget VideoResize(int64_t height, int64_t width, int64_t num_frames,
+                           const MediaOptions& options) const override;
+  PatchLayout Layout(int64_t frames, int64_t height, int64_t width) const override;
+  void WriteFrame(const ImageBuffer& frame, int64_t index, int64_t count,
+                  float* out) const override;
+  int64_t PlaceholderTokens(const std::array<int64_t, 3>& grid_thw) const override;
+  std::string ImagePrompt(const std::array<int64_t, 3>& grid_thw) const override;
+  std::string VideoPrompt(const std::array<int64_t, 3>& grid_thw,
+                          std::span<const double> timestamps) const override;
+
+  const M3VisionConfig& config() const { return config_; }
+
+  static constexpr std::string_view kImageToken = "]<]image[>[";
+  static constexpr std::string_view kVideoToken = "]<]video[>[";
+  static constexpr std::string_view kVisionStart = "]<]start of image[>[";
+  static constexpr std::string_view kVisionEnd = "]<]end of image[>[";
+
+ private:
+  M3VisionConfig config_;
+  std::array<std::array<float, 256>, 3> lut_;  // uint8 value -> normalized, per RGB channel
+};
+
+// Reads preprocessor_config.json / video_preprocessor_config.json from `model_dir` when they
+// exist (missing files or keys keep the defaults).
+M3VisionConfig LoadM3VisionConfig(const std::string& model_dir);
+
+}  // namespace m3::media

@@ -1,0 +1,46 @@
+// MediaPreprocessor: encoded image/video bytes -> flat patch tensor, grid, timestamps and the
+// prompt placeholder text. Owns decoding (OpenCV, FFmpeg), safety limits, frame sampling and
+// antialiased resampling; everything model-specific is asked of the VisionProcessor.
+// Thread-safe: all methods are const and share no mutable state.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/media/media_options.h"
+#include "gateway/media/vision_processor.h"
+#include "shared/tensor.h"
+
+namespace m3::media {
+
+struct PreprocessedMedia {
+  enum class Kind { kImage, kVideo } kind = Kind::kImage;
+  m3::HostTensor pixel_values;        // F32 [N, C*T*P*P]
+  std::array<int64_t, 3> grid_thw{};  // in patches
+  std::vector<double> timestamps;     // video: seconds of each sampled frame
+  int64_t placeholder_tokens = 0;     // tokens this item occupies in the prompt
+  std::string prompt_expansion;       // the placeholder text run (vision processor's)
+};
+
+class MediaPreprocessor {
+ public:
+  MediaPreprocessor(std::shared_ptr<const VisionProcessor> processor, MediaLimits limits);
+
+  // Errors (m3::Error): kInvalidArgument (not an image / corrupt / truncated), kUnsupported
+  // (a recognised format this build cannot decode), kTooLarge (over a MediaLimits bound).
+  PreprocessedMedia ProcessImage(std::string_view encoded_bytes, const MediaOptions& options) const;
+  PreprocessedMedia ProcessVideo(std::string_view encoded_bytes, const MediaOptions& options) const;
+
+  const VisionProcessor& processor() const { return *processor_; }
+  const MediaLimits& limits() const { return limits_; }
+
+ private:
+  std::shared_ptr<const VisionProcessor> processor_;
+  MediaLimits limits_;
+};
+
+}  // namespace m3::media

@@ -1,0 +1,106 @@
+// Error mapping for the HTTP and gRPC front ends (see api_error.h).
+#include "gateway/net/api_error.h"
+
+namespace m3::net {
+
+int HttpStatusFor(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return 400;
+    case ErrorCode::kPermissionDenied:
+      return 400;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kTooLarge:
+      return 413;
+    case ErrorCode::kUnsupported:
+      return 415;
+    case ErrorCode::kUnprocessable:
+      return 422;
+    case ErrorCode::kDataLoss:
+      return 422;
+    case ErrorCode::kResourceExhausted:
+      return 429;
+    case ErrorCode::kUnavailable:
+      return 502;
+    case ErrorCode::kDeadlineExceeded:
+      return 504;
+    case ErrorCode::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+std::string_view ErrorCodeSlug(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return "invalid_request";
+    case ErrorCode::kPermissionDenied:
+      return "media_url_refused";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kTooLarge:
+      return "payload_too_large";
+    case ErrorCode::kUnsupported:
+      return "unsupported_media_type";
+    case ErrorCode::kUnprocessable:
+      return "unprocessable_media";
+    case ErrorCode::kDataLoss:
+      return "corrupt_media";
+    case ErrorCode::kResourceExhausted:
+      return "server_busy";
+    case ErrorCode::kUnavailable:
+      return "media_fetch_failed";
+    case ErrorCode::kDeadlineExceeded:
+      return "media_fetch_timeout";
+    case ErrorCode::kInternal:
+      return "internal_error";
+  }
+  return "internal_error";
+}
+
+int GrpcStatusCodeFor(ErrorCode code) {
+  // Values of grpc::StatusCode, kept numeric so this file needs no gRPC headers.
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return 3;  // INVALID_ARGUMENT
+    case ErrorCode::kPermissionDenied:
+      return 3;  // INVALID_ARGUMENT, like HTTP 400
+    case ErrorCode::kNotFound:
+      return 5;  // NOT_FOUND
+    case ErrorCode::kTooLarge:
+      return 8;  // RESOURCE_EXHAUSTED
+    case ErrorCode::kUnsupported:
+      return 3;  // INVALID_ARGUMENT
+    case ErrorCode::kUnprocessable:
+      return 3;  // INVALID_ARGUMENT
+    case ErrorCode::kDataLoss:
+      return 3;  // INVALID_ARGUMENT: the caller's data
+    case ErrorCode::kResourceExhausted:
+      return 8;  // RESOURCE_EXHAUSTED
+    case ErrorCode::kUnavailable:
+      return 14;  // UNAVAILABLE
+    case ErrorCode::kDeadlineExceeded:
+      return 4;  // DEADLINE_EXCEEDED
+    case ErrorCode::kInternal:
+      return 13;  // INTERNAL
+  }
+  return 13;
+}
+
+nlohmann::json OpenAiErrorBody(int http_status, std::string_view message,
+                               std::optional<std::string> param, std::string_view code) {
+  std::string_view type = http_status >= 500 ? "server_error" : "invalid_request_error";
+  nlohmann::json error = {{"message", message}, {"type", type}, {"code", code}};
+  error["param"] = param && !param->empty() ? nlohmann::json(*param) : nlohmann::json(nullptr);
+  return {{"error", error}};
+}
+
+nlohmann::json OpenAiErrorBody(const Error& error) {
+  int status = HttpStatusFor(error.code());
+  std::optional<std::string> param;
+  if (const auto* p = dynamic_cast<const ParamError*>(&error)) param = p->param();
+  return OpenAiErrorBody(status, error.what(), std::move(param), ErrorCodeSlug(error.code()));
+}
+
+}  // namespace m3::net

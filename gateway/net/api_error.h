@@ -1,0 +1,39 @@
+// One mapping from m3::ErrorCode to what clients see: the HTTP status and OpenAI-style error
+// body, and the gRPC status code. A refused media URL (SSRF guard, local-file policy) is a
+// 400 invalid_request_error with code "media_url_refused", as OpenAI-compatible servers
+// answer a URL they will not fetch; over gRPC it is INVALID_ARGUMENT, consistently.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "shared/error.h"
+
+namespace m3::net {
+
+// An m3::Error that names the request field it is about (OpenAI's "param"), e.g.
+// "content[1].image_url.url".
+class ParamError : public Error {
+ public:
+  ParamError(ErrorCode code, const std::string& message, std::string param)
+      : Error(code, message), param_(std::move(param)) {}
+  const std::string& param() const { return param_; }
+
+ private:
+  std::string param_;
+};
+
+int HttpStatusFor(ErrorCode code);
+std::string_view ErrorCodeSlug(ErrorCode code);  // the "code" field, e.g. "media_url_refused"
+int GrpcStatusCodeFor(ErrorCode code);           // a grpc::StatusCode value
+
+// {"error": {"message", "type", "param", "code"}}
+nlohmann::json OpenAiErrorBody(int http_status, std::string_view message,
+                               std::optional<std::string> param, std::string_view code);
+// Uses the ParamError's param when `error` is one.
+nlohmann::json OpenAiErrorBody(const Error& error);
+
+}  // namespace m3::net

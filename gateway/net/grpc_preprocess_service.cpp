@@ -1,0 +1,120 @@
+// gRPC Preprocess service (see grpc_preprocess_service.h).
+#include "gateway/net/grpc_preprocess_service.h"
+
+#include "gateway/net/api_error.h"
+#include "shared/log.h"
+
+namespace m3::net {
+namespace {
+
+namespace pb = m3::preprocess::v1;
+
+grpc::Status ToStatus(const Error& e) {
+  return grpc::Status(static_cast<grpc::StatusCode>(GrpcStatusCodeFor(e.code())), e.what());
+}
+
+void FillResponse(const PreprocessResult& result, pb::PreprocessResponse* response) {
+  for (const auto& [name, t] : result.tensors) {
+    m3::proto::Tensor& out = (*response->mutable_tensors())[name];
+    out.set_dtype(std::string(DTypeName(t.dtype())));
+    for (int64_t d : t.shape()) out.add_shape(d);
+    out.set_data(reinterpret_cast<const char*>(t.data()), t.nbytes());
+  }
+  for (const auto& m : result.items) {
+    pb::ItemResult* item = response->add_items();
+    item->set_kind(m.kind == media::PreprocessedMedia::Kind::kImage ? pb::MEDIA_KIND_IMAGE
+                                                                    : pb::MEDIA_KIND_VIDEO);
+    for (int64_t g : m.grid_thw) item->add_grid_thw(g);
+    for (double ts : m.timestamps) item->add_timestamps(ts);
+    item->set_placeholder_tokens(m.placeholder_tokens);
+    item->set_prompt_expansion(m.prompt_expansion);
+  }
+}
+
+}  // namespace
+
+PreprocessRequest FromProto(const pb::PreprocessRequest& request) {
+  PreprocessRequest out;
+  if (request.items_size() == 0)
+    throw ParamError(ErrorCode::kInvalidArgument, "the request has no items", "items");
+  for (int i = 0; i < request.items_size(); ++i) {
+    const pb::MediaItem& item = request.items(i);
+    std::string at = "items[" + std::to_string(i) + "]";
+    MediaRef ref;
+    if (item.kind() == pb::MEDIA_KIND_IMAGE)
+      ref.kind = MediaKind::kImage;
+    else if (item.kind() == pb::MEDIA_KIND_VIDEO)
+      ref.kind = MediaKind::kVideo;
+    else
+      throw ParamError(ErrorCode::kInvalidArgument, at + ".kind must be IMAGE or VIDEO",
+                       at + ".kind");
+    if (item.source_case() == pb::MediaItem::kUrl) {
+      ref.url = item.url();
+      ref.param = at + ".url";
+      if (ref.url.empty())
+        throw ParamError(ErrorCode::kInvalidArgument, ref.param + " is empty", ref.param);
+    } else if (item.source_case() == pb::MediaItem::kData) {
+      ref.bytes = item.data();
+      ref.param = at + ".data";
+    } else {
+      throw ParamError(ErrorCode::kInvalidArgument, at + " needs url or data", at);
+    }
+    out.items.push_back(std::move(ref));
+  }
+  const pb::MediaOptions& o = request.options();
+  auto positive = [](bool has, int64_t v, const char* name) -> std::optional<int64_t> {
+    if (!has) return std::nullopt;
+    if (v <= 0)
+      throw ParamError(ErrorCode::kInvalidArgument,
+                       std::string("options.") + name + " must be positive", name);
+    return v;
+  };
+  out.options.min_pixels = positive(o.has_min_pixels(), o.min_pixels(), "min_pixels");
+  out.options.max_pixels = positive(o.has_max_pixels(), o.max_pixels(), "max_pixels");
+  out.options.min_frames = positive(o.has_min_frames(), o.min_frames(), "min_frames");
+  out.options.max_frames = positive(o.has_max_frames(), o.max_frames(), "max_frames");
+  if (o.has_fps()) {
+    if (!(o.fps() > 0))
+      throw ParamError(ErrorCode::kInvalidArgument, "options.fps must be positive", "fps");
+    out.options.fps = o.fps();
+  }
+  out.options.all_frames = o.has_all_frames() && o.all_frames();
+  return out;
+}
+
+grpc::ServerUnaryReactor* GrpcPreprocessService::Preprocess(grpc::CallbackServerContext* context,
+                                                            const pb::PreprocessRequest* request,
+                                                            pb::PreprocessResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto service = service_;
+  bool queued = pool_->TrySubmit([service, request, response, reactor] {
+    grpc::Status status;
+    try {
+      FillResponse(service->Run(FromProto(*request)), response);
+    } catch (const Error& e) {
+      status = ToStatus(e);
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, "grpc preprocess failed: ", e.what());
+      status = grpc::Status(grpc::StatusCode::INTERNAL, "internal error");
+    }
+    reactor->Finish(status);
+  });
+  if (!queued) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "the preprocessing queue is full; retry later"));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcPreprocessService::Health(grpc::CallbackServerContext* context,
+                                                        const pb::HealthRequest*,
+                                                        pb::HealthResponse* response) {
+  response->set_ok(true);
+  response->set_queued(pool_->queued());
+  response->set_running(pool_->running());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace m3::net

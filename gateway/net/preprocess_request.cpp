@@ -1,0 +1,104 @@
+// Parsing of /v1/preprocess request bodies (see preprocess_request.h).
+#include "gateway/net/preprocess_request.h"
+
+#include "gateway/net/api_error.h"
+
+namespace m3::net {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void Bad(const std::string& param, const std::string& message) {
+  throw ParamError(ErrorCode::kInvalidArgument, message, param);
+}
+
+void CollectParts(const json& content, const std::string& where, std::vector<MediaRef>& out) {
+  if (content.is_string() || content.is_null()) return;  // plain text message
+  if (!content.is_array()) Bad(where, "'" + where + "' must be an array of content parts");
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    std::string at = where + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) Bad(at, "'" + at + "' must be an object");
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string())
+      Bad(at + ".type", "'" + at + ".type' must be a string");
+    std::string t = type->get<std::string>();
+    if (t != "image_url" && t != "video_url") continue;  // text and other parts carry no media
+    MediaRef ref;
+    ref.kind = t == "image_url" ? MediaKind::kImage : MediaKind::kVideo;
+    auto field = part.find(t);
+    if (field == part.end()) Bad(at + "." + t, "'" + at + "' has no '" + t + "' field");
+    if (field->is_string()) {
+      ref.url = field->get<std::string>();
+      ref.param = at + "." + t;
+    } else if (field->is_object() && field->contains("url") && (*field)["url"].is_string()) {
+      ref.url = (*field)["url"].get<std::string>();
+      ref.param = at + "." + t + ".url";
+    } else {
+      Bad(at + "." + t + ".url", "'" + at + "." + t + ".url' must be a string");
+    }
+    if (ref.url.empty()) Bad(ref.param, "'" + ref.param + "' is empty");
+    out.push_back(std::move(ref));
+  }
+}
+
+std::optional<int64_t> PositiveInt(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer() || it->get<int64_t>() <= 0) {
+    Bad(name, std::string("'") + name + "' must be a positive integer");
+  }
+  return it->get<int64_t>();
+}
+
+}  // namespace
+
+PreprocessRequest ParsePreprocessRequest(const json& body) {
+  if (!body.is_object()) Bad("", "the request body must be a JSON object");
+  PreprocessRequest req;
+  bool has_content = body.contains("content"), has_messages = body.contains("messages");
+  if (!has_content && !has_messages) Bad("content", "the request needs 'content' or 'messages'");
+  if (has_content) CollectParts(body["content"], "content", req.items);
+  if (has_messages) {
+    const json& messages = body["messages"];
+    if (!messages.is_array()) Bad("messages", "'messages' must be an array");
+    for (size_t i = 0; i < messages.size(); ++i) {
+      std::string at = "messages[" + std::to_string(i) + "]";
+      if (!messages[i].is_object()) Bad(at, "'" + at + "' must be an object");
+      if (messages[i].contains("content"))
+        CollectParts(messages[i]["content"], at + ".content", req.items);
+    }
+  }
+  if (req.items.empty()) Bad("content", "the request contains no image_url or video_url parts");
+
+  req.options.min_pixels = PositiveInt(body, "min_pixels");
+  req.options.max_pixels = PositiveInt(body, "max_pixels");
+  req.options.min_frames = PositiveInt(body, "min_frames");
+  req.options.max_frames = PositiveInt(body, "max_frames");
+  if (auto it = body.find("fps"); it != body.end() && !it->is_null()) {
+    if (!it->is_number() || it->get<double>() <= 0) Bad("fps", "'fps' must be a positive number");
+    req.options.fps = it->get<double>();
+  }
+  if (auto it = body.find("all_frames"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) Bad("all_frames", "'all_frames' must be a boolean");
+    req.options.all_frames = it->get<bool>();
+  }
+  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+    std::string f = it->is_string() ? it->get<std::string>() : "";
+    if (f == "safetensors")
+      req.format = ResponseFormat::kSafetensors;
+    else if (f == "json")
+      req.format = ResponseFormat::kJson;
+    else
+      Bad("response_format", "'response_format' must be \"safetensors\" or \"json\"");
+  }
+  return req;
+}
+
+PreprocessRequest ParsePreprocessRequest(const std::string& body_text) {
+  json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) Bad("", "the request body is not valid JSON");
+  return ParsePreprocessRequest(body);
+}
+
+}  // namespace m3::net

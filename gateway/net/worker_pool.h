@@ -1,0 +1,46 @@
+// A fixed pool of worker threads with a bounded queue, for the CPU-heavy media work (fetch,
+// decode, resize) that must never run on network threads. TrySubmit refuses at once when
+// `queue_limit` jobs are already waiting, so callers can answer 429 / RESOURCE_EXHAUSTED
+// instead of piling up latency.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace m3::net {
+
+class WorkerPool {
+ public:
+  WorkerPool(int workers, int queue_limit);
+  ~WorkerPool();  // Shutdown()
+
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // False when the queue is full or the pool is shutting down. Jobs must not throw (an
+  // escaping exception is logged and dropped so one bad job never takes a worker down).
+  bool TrySubmit(std::function<void()> job);
+  // Stops accepting, finishes queued and running jobs, joins the threads. Idempotent.
+  void Shutdown();
+
+  int64_t queued() const;
+  int64_t running() const;
+
+ private:
+  void Loop();
+
+  const size_t queue_limit_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  int64_t running_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace m3::net

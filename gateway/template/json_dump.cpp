@@ -1,0 +1,178 @@
+// json.dumps (see json_dump.h): string escaping of json.encoder (py_encode_basestring and its
+// ASCII variant), float repr with NaN/Infinity, key coercion and the indent layout.
+#include "gateway/template/json_dump.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "gateway/template/py_text.h"
+#include "gateway/template/render_error.h"
+
+namespace m3::tmpl {
+
+namespace {
+
+void AppendJsonString(std::string& out, const std::string& s, bool ensure_ascii) {
+  out += '"';
+  auto hex4 = [&](unsigned v) {
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "\\u%04x", v);
+    out += buf;
+  };
+  for (char32_t c : py::Decode(s)) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
+    }
+    if (c < 0x20) {
+      hex4(static_cast<unsigned>(c));
+    } else if (ensure_ascii && c > 0x7E) {
+      if (c >= 0x10000) {
+        char32_t v = c - 0x10000;
+        hex4(0xD800 | static_cast<unsigned>(v >> 10));
+        hex4(0xDC00 | static_cast<unsigned>(v & 0x3FF));
+      } else {
+        hex4(static_cast<unsigned>(c));
+      }
+    } else {
+      py::AppendUtf8(out, c);
+    }
+  }
+  out += '"';
+}
+
+std::string FloatJson(double d) {
+  if (std::isnan(d)) return "NaN";
+  if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
+  return py::FloatRepr(d);
+}
+
+std::string KeyString(const Value& k) {
+  switch (k.kind()) {
+    case Value::Kind::kString:
+      return k.AsString();
+    case Value::Kind::kInt:
+      return std::to_string(k.AsInt());
+    case Value::Kind::kFloat:
+      return FloatJson(k.AsDouble());
+    case Value::Kind::kBool:
+      return k.AsBool() ? "true" : "false";
+    case Value::Kind::kNone:
+      return "null";
+    default:
+      Fail("keys must be str, int, float, bool or None, not " + TypeName(k));
+  }
+}
+
+class Dumper {
+ public:
+  explicit Dumper(const JsonDumpOptions& o) : o_(o) {
+    item_sep_ = o.item_separator.value_or(o.indent ? "," : ", ");
+    key_sep_ = o.key_separator.value_or(": ");
+  }
+
+  void Dump(const Value& v, int level, std::string& out) {
+    if (level > 500) Fail("maximum recursion depth exceeded while encoding a JSON object");
+    switch (v.kind()) {
+      case Value::Kind::kNone:
+        out += "null";
+        return;
+      case Value::Kind::kBool:
+        out += v.AsBool() ? "true" : "false";
+        return;
+      case Value::Kind::kInt:
+        out += std::to_string(v.AsInt());
+        return;
+      case Value::Kind::kFloat:
+        out += FloatJson(v.AsDouble());
+        return;
+      case Value::Kind::kString:
+        AppendJsonString(out, v.AsString(), o_.ensure_ascii);
+        return;
+      case Value::Kind::kList: {
+        const auto& items = v.AsList().items;
+        if (items.empty()) {
+          out += "[]";
+          return;
+        }
+        out += '[';
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (i) out += item_sep_;
+          Newline(level + 1, out);
+          Dump(items[i], level + 1, out);
+        }
+        Newline(level, out);
+        out += ']';
+        return;
+      }
+      case Value::Kind::kDict: {
+        std::vector<std::pair<std::string, const Value*>> entries;
+        for (const auto& [k, e] : v.AsDict().entries) entries.emplace_back(KeyString(k), &e);
+        if (entries.empty()) {
+          out += "{}";
+          return;
+        }
+        if (o_.sort_keys) {
+          std::stable_sort(entries.begin(), entries.end(),
+                           [](const auto& a, const auto& b) { return a.first < b.first; });
+        }
+        out += '{';
+        for (size_t i = 0; i < entries.size(); ++i) {
+          if (i) out += item_sep_;
+          Newline(level + 1, out);
+          AppendJsonString(out, entries[i].first, o_.ensure_ascii);
+          out += key_sep_;
+          Dump(*entries[i].second, level + 1, out);
+        }
+        Newline(level, out);
+        out += '}';
+        return;
+      }
+      default:
+        Fail("Object of type " + TypeName(v) + " is not JSON serializable");
+    }
+  }
+
+ private:
+  void Newline(int level, std::string& out) const {
+    if (!o_.indent) return;
+    out += '\n';
+    for (int i = 0; i < level; ++i) out += *o_.indent;
+  }
+
+  const JsonDumpOptions& o_;
+  std::string item_sep_;
+  std::string key_sep_;
+};
+
+}  // namespace
+
+std::string JsonDump(const Value& v, const JsonDumpOptions& options) {
+  std::string out;
+  Dumper(options).Dump(v, 0, out);
+  return out;
+}
+
+}  // namespace m3::tmpl

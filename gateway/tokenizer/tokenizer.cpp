@@ -1,0 +1,168 @@
+// Tokenizer loading and the encode/decode pipelines.
+#include "gateway/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "gateway/tokenizer/tokenizer_impl.h"
+#include "gateway/tokenizer/utf8.h"
+
+namespace m3::tok {
+
+TokenizerImpl::TokenizerImpl(const Json& root) {
+  Require(root.is_object(), ErrorCode::kInvalidArgument, "tokenizer.json is not a JSON object");
+  normalizer_ = MakeNormalizer(Field<Json>(root, "normalizer", Json()));
+  pre_tokenizers_ = MakePreTokenizers(Field<Json>(root, "pre_tokenizer", Json()));
+  model_ = std::make_unique<BpeModel>(Child(root, "model", "tokenizer.json"));
+  post_processor_ = MakePostProcessor(Field<Json>(root, "post_processor", Json()));
+  decoder_ = MakeDecoder(Field<Json>(root, "decoder", Json()));
+  added_ = AddedVocabulary(Field<Json>(root, "added_tokens", Json()), normalizer_.get());
+  vocab_size_ = std::max(model_->IdLimit(), static_cast<size_t>(added_.MaxId() + 1));
+}
+
+void TokenizerImpl::EncodePlain(std::string_view text, bool at_origin,
+                                std::vector<int32_t>& out) const {
+  const bool raw_bytes = pre_tokenizers_.output_raw_bytes();
+  pre_tokenizers_.Run(Piece{text, at_origin},
+                      [&](const Piece& piece) { model_->Tokenize(piece.text, raw_bytes, out); });
+}
+
+void TokenizerImpl::Encode(std::string_view input, bool add_special_tokens,
+                           std::vector<int32_t>& out) const {
+  std::string repaired;
+  std::string_view text = input;
+  if (!IsValidUtf8(input)) {
+    repaired = RepairUtf8(input);
+    text = repaired;
+  }
+  std::vector<TextSplit> raw_splits, norm_splits;
+  added_.SplitRaw(text, raw_splits);
+  std::string normalized;
+  for (const TextSplit& rs : raw_splits) {
+    if (rs.id >= 0) {
+      out.push_back(rs.id);
+      continue;
+    }
+    if (rs.end == rs.start) continue;
+    std::string_view part = text.substr(rs.start, rs.end - rs.start);
+    if (normalizer_) {
+      normalized.assign(part);
+      normalizer_->Normalize(normalized);
+      part = normalized;
+    }
+    norm_splits.clear();
+    added_.SplitNormalized(part, norm_splits);
+    for (const TextSplit& ns : norm_splits) {
+      if (ns.id >= 0) {
+        out.push_back(ns.id);
+      } else if (ns.end > ns.start) {
+        EncodePlain(part.substr(ns.start, ns.end - ns.start), rs.start == 0 && ns.start == 0, out);
+      }
+    }
+  }
+  if (add_special_tokens && post_processor_) post_processor_->Process(out);
+}
+
+std::string TokenizerImpl::Decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= vocab_size_) {
+      throw Error(ErrorCode::kInvalidArgument, "token id " + std::to_string(id) +
+                                                   " is outside the vocabulary [0, " +
+                                                   std::to_string(vocab_size_) + ")");
+    }
+    if (const AddedToken* added = added_.ById(id)) {
+      if (skip_special_tokens && added->special) continue;
+      tokens.push_back(added->decode_form);
+    } else if (const std::string* t = model_->IdToToken(id)) {
+      if (skip_special_tokens && added_.IsSpecialContent(*t)) continue;
+      tokens.push_back(*t);
+    }  // an id inside the range that names no token is skipped, as `tokenizers` does
+  }
+  if (!decoder_) {
+    std::string joined;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (i > 0) joined.push_back(' ');
+      joined += tokens[i];
+    }
+    return joined;
+  }
+  decoder_->DecodeChain(tokens);
+  std::string result;
+  for (const auto& t : tokens) result += t;
+  return result;
+}
+
+std::optional<int32_t> TokenizerImpl::TokenToId(std::string_view token) const {
+  if (auto id = added_.IdOf(token)) return id;
+  return model_->TokenToId(token);
+}
+
+const std::string* TokenizerImpl::IdToToken(int32_t id) const {
+  if (const AddedToken* added = added_.ById(id)) return &added->content;
+  return model_->IdToToken(id);
+}
+
+bool TokenizerImpl::IsSpecial(int32_t id) const {
+  const AddedToken* added = added_.ById(id);
+  return added != nullptr && added->special;
+}
+
+Tokenizer Tokenizer::FromFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  Require(static_cast<bool>(in), ErrorCode::kNotFound, "cannot open tokenizer file '" + path + "'");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  try {
+    return FromJson(buf.str());
+  } catch (const Error& e) {
+    throw Error(e.code(), path + ": " + e.what());
+  }
+}
+
+Tokenizer Tokenizer::FromJson(std::string_view json_text) {
+  Json root;
+  try {
+    root = Json::parse(json_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string("tokenizer JSON is malformed: ") + e.what());
+  }
+  try {
+    return Tokenizer(std::make_shared<const TokenizerImpl>(root));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorCode::kInvalidArgument, std::string("tokenizer JSON is invalid: ") + e.what());
+  }
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special_tokens) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  impl_->Encode(text, add_special_tokens, ids);
+  return ids;
+}
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  return impl_->Decode(ids, skip_special_tokens);
+}
+
+std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {
+  return impl_->TokenToId(token);
+}
+
+std::string Tokenizer::IdToToken(int32_t id) const {
+  const std::string* t = impl_->IdToToken(id);
+  return t ? *t : std::string();
+}
+
+bool Tokenizer::IsSpecial(int32_t id) const {
+  return impl_->IsSpecial(id);
+}
+
+size_t Tokenizer::VocabSize() const {
+  return impl_->VocabSize();
+}
+
+}  // namespace m3::tok

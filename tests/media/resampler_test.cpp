@@ -1,0 +1,69 @@
+// BicubicResampler: the AVX2 kernels equal the scalar arithmetic bit for bit over many size
+// pairs (down, up, one axis unchanged, extreme ratios); SmartResize's rounding rules.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+
+#include "gateway/media/bicubic_resampler.h"
+#include "gateway/media/smart_resize.h"
+#include "shared/error.h"
+
+using namespace m3;
+using namespace m3::media;
+
+TEST_CASE("SIMD and scalar resampling agree exactly") {
+  std::mt19937 rng(7);
+  const int sizes[][4] = {{53, 37, 56, 28},       {224, 224, 224, 224},  {451, 301, 448, 308},
+                          {1900, 17, 392, 28},    {1000, 700, 448, 308}, {3, 5, 28, 56},
+                          {640, 480, 640, 252},   {300, 200, 84, 200},   {97, 1013, 28, 2800},
+                          {1920, 1080, 896, 476}, {29, 31, 1400, 28}};
+  for (const auto& s : sizes) {
+    CAPTURE(s[0]);
+    CAPTURE(s[1]);
+    CAPTURE(s[2]);
+    CAPTURE(s[3]);
+    ImageBuffer in;
+    in.Allocate(s[0], s[1], ChannelOrder::kRGB);
+    for (int64_t i = 0; i < s[0] * s[1] * 3; ++i) in.pixels[i] = static_cast<uint8_t>(rng() % 256);
+    // Extremes exercise the clamping.
+    for (int64_t i = 0; i < s[0] * s[1] * 3; i += 5) in.pixels[i] = (i / 5) % 2 ? 255 : 0;
+    const BicubicResampler r(s[0], s[1], s[2], s[3]);
+    ImageBuffer a, b;
+    r.Resize(in, a);
+    r.ResizeScalar(in, b);
+    REQUIRE(a.width == s[2]);
+    REQUIRE(a.height == s[3]);
+    CHECK(std::memcmp(a.pixels.data(), b.pixels.data(), s[2] * s[3] * 3) == 0);
+  }
+}
+
+TEST_CASE("a constant image stays constant; identity sizes copy") {
+  ImageBuffer in;
+  in.Allocate(77, 45, ChannelOrder::kBGR);
+  for (int64_t i = 0; i < 77 * 45 * 3; ++i) in.pixels[i] = static_cast<uint8_t>(40 + i % 3);
+  ImageBuffer out;
+  BicubicResampler(77, 45, 28, 140).Resize(in, out);
+  CHECK(out.order == ChannelOrder::kBGR);
+  for (int64_t i = 0; i < 28 * 140 * 3; ++i) REQUIRE(out.pixels[i] == 40 + i % 3);
+  BicubicResampler(77, 45, 77, 45).Resize(in, out);
+  CHECK(std::memcmp(out.pixels.data(), in.pixels.data(), 77 * 45 * 3) == 0);
+}
+
+TEST_CASE("SmartResize matches the reference's rounding") {
+  // round() is half-to-even: 42/28 = 1.5 -> 2, 70/28 = 2.5 -> 2.
+  CHECK(SmartResize(42, 70, 28, 56, 1 << 30).height == 56);
+  CHECK(SmartResize(42, 70, 28, 56, 1 << 30).width == 56);
+  // Shrinking floors, growing ceils.
+  const ResizeTarget big = SmartResize(1080, 1920, 28, 3136, 451584);
+  CHECK(big.height == 504);  // exactly max_pixels: 504 x 896 = 451584
+  CHECK(big.width == 896);
+  const ResizeTarget small = SmartResize(37, 53, 28, 3136, 150528);
+  CHECK(small.height == 56);
+  CHECK(small.width == 84);
+  const ResizeTarget thin = SmartResize(17, 1900, 28, 3136, 150528);
+  CHECK(thin.height == 28);
+  CHECK(thin.width == 1904);
+  CHECK_THROWS_AS(SmartResize(1, 201, 28, 3136, 150528), Error);
+  CHECK_NOTHROW(SmartResize(1, 200, 28, 3136, 150528));
+}
