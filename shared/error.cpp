@@ -5,17 +5,28 @@ namespace m3 {
 
 std::string_view ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "invalid_argument";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kTooLarge: return "too_large";
-    case ErrorCode::kUnsupported: return "unsupported";
-    case ErrorCode::kUnprocessable: return "unprocessable";
-    case ErrorCode::kResourceExhausted: return "resource_exhausted";
-    case ErrorCode::kDataLoss: return "data_loss";
-    case ErrorCode::kUnavailable: return "unavailable";
-    case ErrorCode::kDeadlineExceeded: return "deadline_exceeded";
-    case ErrorCode::kPermissionDenied: return "permission_denied";
-    case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kTooLarge:
+      return "too_large";
+    case ErrorCode::kUnsupported:
+      return "unsupported";
+    case ErrorCode::kUnprocessable:
+      return "unprocessable";
+    case ErrorCode::kResourceExhausted:
+      return "resource_exhausted";
+    case ErrorCode::kDataLoss:
+      return "data_loss";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
+    case ErrorCode::kDeadlineExceeded:
+      return "deadline_exceeded";
+    case ErrorCode::kPermissionDenied:
+      return "permission_denied";
+    case ErrorCode::kInternal:
+      return "internal";
   }
   return "unknown";
 }

@@ -23,7 +23,9 @@ class Reader {
     Require(Has(key), ErrorCode::kInvalidArgument, where_ + ": missing required key '" + key + "'");
     return IntValue(j_[key], key);
   }
-  int64_t Int(const char* key, int64_t fallback) const { return Has(key) ? IntValue(j_[key], key) : fallback; }
+  int64_t Int(const char* key, int64_t fallback) const {
+    return Has(key) ? IntValue(j_[key], key) : fallback;
+  }
 
   double Num(const char* key, double fallback) const {
     if (!Has(key)) return fallback;
@@ -45,7 +47,8 @@ class Reader {
         out.push_back(e.is_boolean() ? e.get<bool>() : e.get<int64_t>() != 0);
       } else {
         throw Error(ErrorCode::kInvalidArgument, where_ + ": '" + key + "' has entry " + e.dump() +
-                                                     "; expected \"" + on + "\" or \"" + off + "\"");
+                                                     "; expected \"" + on + "\" or \"" + off +
+                                                     "\"");
       }
     }
     return out;
@@ -55,8 +58,10 @@ class Reader {
 
  private:
   int64_t IntValue(const json& v, const char* key) const {
-    Require(v.is_number_integer() || (v.is_number_float() && v.get<double>() == (int64_t)v.get<double>()),
-            ErrorCode::kInvalidArgument, where_ + ": '" + key + "' must be an integer, got " + v.dump());
+    Require(v.is_number_integer() ||
+                (v.is_number_float() && v.get<double>() == (int64_t)v.get<double>()),
+            ErrorCode::kInvalidArgument,
+            where_ + ": '" + key + "' must be an integer, got " + v.dump());
     return v.get<int64_t>();
   }
 
@@ -77,7 +82,8 @@ TextConfig ParseText(const json& tj, const std::string& where) {
   t.num_hidden_layers = r.Int("num_hidden_layers");
   t.num_attention_heads = r.Int("num_attention_heads");
   t.num_key_value_heads = r.Int("num_key_value_heads", t.num_attention_heads);
-  t.head_dim = r.Int("head_dim", t.num_attention_heads > 0 ? t.hidden_size / t.num_attention_heads : 0);
+  t.head_dim =
+      r.Int("head_dim", t.num_attention_heads > 0 ? t.hidden_size / t.num_attention_heads : 0);
   t.rms_norm_eps = r.Num("rms_norm_eps", 1e-6);
   t.max_position_embeddings = r.Int("max_position_embeddings", 0);
 
@@ -120,9 +126,10 @@ TextConfig ParseText(const json& tj, const std::string& where) {
 
   // MSA: flat keys win; the legacy sparse_attention_config block fills what they lack.
   static const json kEmpty = json::object();
-  const json& legacy = tj.contains("sparse_attention_config") && tj["sparse_attention_config"].is_object()
-                           ? tj["sparse_attention_config"]
-                           : kEmpty;
+  const json& legacy =
+      tj.contains("sparse_attention_config") && tj["sparse_attention_config"].is_object()
+          ? tj["sparse_attention_config"]
+          : kEmpty;
   Reader lr(legacy, where + ".sparse_attention_config");
   t.index_n_heads = lr.Int("sparse_num_index_heads", r.Int("index_n_heads", 0));
   t.index_head_dim = lr.Int("sparse_index_dim", r.Int("index_head_dim", 0));
@@ -169,9 +176,9 @@ TextConfig ParseText(const json& tj, const std::string& where) {
           where + ": rotary dimension " + std::to_string(t.rotary_dim) +
               " must be even and at most head_dim " + std::to_string(t.head_dim));
   Require(t.sparse_attention.size() == static_cast<size_t>(t.num_hidden_layers),
-          ErrorCode::kInvalidArgument, where + ": layer_types has " +
-                                           std::to_string(t.sparse_attention.size()) +
-                                           " entries for " + std::to_string(t.num_hidden_layers) + " layers");
+          ErrorCode::kInvalidArgument,
+          where + ": layer_types has " + std::to_string(t.sparse_attention.size()) +
+              " entries for " + std::to_string(t.num_hidden_layers) + " layers");
   Require(t.moe_mlp.size() == static_cast<size_t>(t.num_hidden_layers), ErrorCode::kInvalidArgument,
           where + ": mlp_layer_types has " + std::to_string(t.moe_mlp.size()) + " entries for " +
               std::to_string(t.num_hidden_layers) + " layers");
@@ -214,7 +221,8 @@ VisionConfig ParseVision(const json& vj, const std::string& where) {
   v.spatial_merge_size = r.Int("spatial_merge_size", 2);
   v.layer_norm_eps = r.Num("layer_norm_eps", 1e-5);
   if (r.Has("rope_parameters")) {
-    v.rope_theta = Reader(vj["rope_parameters"], where + ".rope_parameters").Num("rope_theta", 10000.0);
+    v.rope_theta =
+        Reader(vj["rope_parameters"], where + ".rope_parameters").Num("rope_theta", 10000.0);
   } else {
     v.rope_theta = r.Num("rope_theta", 10000.0);
   }
@@ -245,8 +253,8 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
   Require(j.is_object(), ErrorCode::kInvalidArgument, source + " is not a JSON object");
   Require(j.contains("text_config") && j["text_config"].is_object(), ErrorCode::kInvalidArgument,
           source + ": missing 'text_config' (is this a MiniMax-M3 VL checkpoint?)");
-  Require(j.contains("vision_config") && j["vision_config"].is_object(), ErrorCode::kInvalidArgument,
-          source + ": missing 'vision_config'");
+  Require(j.contains("vision_config") && j["vision_config"].is_object(),
+          ErrorCode::kInvalidArgument, source + ": missing 'vision_config'");
   ModelConfig c;
   c.model_type = j.value("model_type", std::string());
   c.text = ParseText(j["text_config"], source + ": text_config");

@@ -19,7 +19,9 @@ namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the format's own sanity bound
 
-std::string Quote(const std::string& s) { return "'" + s + "'"; }
+std::string Quote(const std::string& s) {
+  return "'" + s + "'";
+}
 
 }  // namespace
 
@@ -39,7 +41,8 @@ SafetensorsFile SafetensorsFile::Open(const std::string& path) {
     void* m = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED) {
       ::close(fd);
-      throw Error(ErrorCode::kInternal, "mmap of " + Quote(path) + " failed: " + std::strerror(errno));
+      throw Error(ErrorCode::kInternal,
+                  "mmap of " + Quote(path) + " failed: " + std::strerror(errno));
     }
     f.mapping_ = m;
     f.base_ = static_cast<const uint8_t*>(m);
@@ -59,7 +62,9 @@ SafetensorsFile SafetensorsFile::FromBytes(std::string bytes, std::string label)
   return f;
 }
 
-SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept { *this = std::move(o); }
+SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept {
+  *this = std::move(o);
+}
 
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& o) noexcept {
   if (this == &o) return *this;
@@ -83,8 +88,9 @@ SafetensorsFile::~SafetensorsFile() {
 
 void SafetensorsFile::ParseHeader() {
   const std::string where = "safetensors file " + Quote(path_);
-  Require(size_ >= 8, ErrorCode::kDataLoss, where + " is truncated: " + std::to_string(size_) +
-                                                " bytes, shorter than the 8-byte header length");
+  Require(size_ >= 8, ErrorCode::kDataLoss,
+          where + " is truncated: " + std::to_string(size_) +
+              " bytes, shorter than the 8-byte header length");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | base_[i];
   Require(header_len <= kMaxHeaderBytes, ErrorCode::kDataLoss,
@@ -196,7 +202,8 @@ WeightStore WeightStore::OpenDirectory(const std::string& dir) {
               index.string() + ": weight_map entry " + Quote(it.key()) + " is not a file name");
       std::string shard = it.value().get<std::string>();
       Require(shard.find('/') == std::string::npos && shard.find("..") == std::string::npos,
-              ErrorCode::kDataLoss, index.string() + ": shard name " + Quote(shard) + " is not a plain file name");
+              ErrorCode::kDataLoss,
+              index.string() + ": shard name " + Quote(shard) + " is not a plain file name");
       auto found = by_shard.find(shard);
       if (found == by_shard.end()) {
         store.files_.push_back(std::make_unique<SafetensorsFile>(
@@ -211,15 +218,18 @@ WeightStore WeightStore::OpenDirectory(const std::string& dir) {
   } else if (fs::exists(single)) {
     store.files_.push_back(
         std::make_unique<SafetensorsFile>(SafetensorsFile::Open(single.string())));
-    for (const auto& name : store.files_.back()->Names()) store.where_[name] = store.files_.back().get();
+    for (const auto& name : store.files_.back()->Names())
+      store.where_[name] = store.files_.back().get();
   } else {
-    throw Error(ErrorCode::kNotFound, "no model.safetensors or model.safetensors.index.json in " +
-                                          Quote(dir));
+    throw Error(ErrorCode::kNotFound,
+                "no model.safetensors or model.safetensors.index.json in " + Quote(dir));
   }
   return store;
 }
 
-bool WeightStore::Has(const std::string& name) const { return where_.count(name) != 0; }
+bool WeightStore::Has(const std::string& name) const {
+  return where_.count(name) != 0;
+}
 
 std::optional<TensorView> WeightStore::Find(const std::string& name) const {
   auto it = where_.find(name);
@@ -258,7 +268,8 @@ std::string SerializeSafetensors(const NamedTensors& tensors,
   uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out += text;
-  for (const auto& [name, t] : tensors) out.append(reinterpret_cast<const char*>(t.data()), t.nbytes());
+  for (const auto& [name, t] : tensors)
+    out.append(reinterpret_cast<const char*>(t.data()), t.nbytes());
   return out;
 }
 

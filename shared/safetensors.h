@@ -20,7 +20,7 @@ namespace m3 {
 
 class SafetensorsFile {
  public:
-  static SafetensorsFile Open(const std::string& path);             // mmap
+  static SafetensorsFile Open(const std::string& path);                    // mmap
   static SafetensorsFile FromBytes(std::string bytes, std::string label);  // owns the buffer
 
   SafetensorsFile(SafetensorsFile&&) noexcept;
@@ -41,8 +41,8 @@ class SafetensorsFile {
   std::string path_;
   const uint8_t* base_ = nullptr;  // start of the file bytes
   size_t size_ = 0;
-  void* mapping_ = nullptr;   // mmap result when mapped
-  std::string owned_;         // the buffer when built from bytes
+  void* mapping_ = nullptr;  // mmap result when mapped
+  std::string owned_;        // the buffer when built from bytes
   std::map<std::string, TensorView> tensors_;
   std::map<std::string, std::string> metadata_;
 };

@@ -41,10 +41,14 @@ std::vector<To> ConvertAll(const TensorView& v, Convert convert) {
 
 std::vector<float> ToFloat32(const TensorView& v, const std::string& name) {
   switch (v.dtype) {
-    case DType::kF32: return ConvertAll<float, float>(v, [](float x) { return x; });
-    case DType::kF64: return ConvertAll<double, float>(v, [](double x) { return float(x); });
-    case DType::kBF16: return ConvertAll<uint16_t, float>(v, BF16ToF32);
-    case DType::kF16: return ConvertAll<uint16_t, float>(v, F16ToF32);
+    case DType::kF32:
+      return ConvertAll<float, float>(v, [](float x) { return x; });
+    case DType::kF64:
+      return ConvertAll<double, float>(v, [](double x) { return float(x); });
+    case DType::kBF16:
+      return ConvertAll<uint16_t, float>(v, BF16ToF32);
+    case DType::kF16:
+      return ConvertAll<uint16_t, float>(v, F16ToF32);
     default:
       throw Error(ErrorCode::kInvalidArgument, "tensor '" + name + "' has dtype " +
                                                    std::string(DTypeName(v.dtype)) +
@@ -54,12 +58,17 @@ std::vector<float> ToFloat32(const TensorView& v, const std::string& name) {
 
 std::vector<int64_t> ToInt64(const TensorView& v, const std::string& name) {
   switch (v.dtype) {
-    case DType::kI64: return ConvertAll<int64_t, int64_t>(v, [](int64_t x) { return x; });
-    case DType::kI32: return ConvertAll<int32_t, int64_t>(v, [](int32_t x) { return x; });
-    case DType::kI16: return ConvertAll<int16_t, int64_t>(v, [](int16_t x) { return x; });
-    case DType::kI8: return ConvertAll<int8_t, int64_t>(v, [](int8_t x) { return x; });
+    case DType::kI64:
+      return ConvertAll<int64_t, int64_t>(v, [](int64_t x) { return x; });
+    case DType::kI32:
+      return ConvertAll<int32_t, int64_t>(v, [](int32_t x) { return x; });
+    case DType::kI16:
+      return ConvertAll<int16_t, int64_t>(v, [](int16_t x) { return x; });
+    case DType::kI8:
+      return ConvertAll<int8_t, int64_t>(v, [](int8_t x) { return x; });
     case DType::kU8:
-    case DType::kBool: return ConvertAll<uint8_t, int64_t>(v, [](uint8_t x) { return x; });
+    case DType::kBool:
+      return ConvertAll<uint8_t, int64_t>(v, [](uint8_t x) { return x; });
     default:
       throw Error(ErrorCode::kInvalidArgument, "tensor '" + name + "' has dtype " +
                                                    std::string(DTypeName(v.dtype)) +

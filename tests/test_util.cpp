@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,8 +18,12 @@
 
 namespace m3::test {
 
-std::string DataPath(const std::string& relative) { return std::string(M3_TEST_DATA) + "/" + relative; }
-std::string BinPath(const std::string& name) { return std::string(M3_BIN_DIR) + "/" + name; }
+std::string DataPath(const std::string& relative) {
+  return std::string(M3_TEST_DATA) + "/" + relative;
+}
+std::string BinPath(const std::string& name) {
+  return std::string(M3_BIN_DIR) + "/" + name;
+}
 
 std::string TempDir() {
   static std::atomic<int> counter{0};

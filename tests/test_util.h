@@ -10,7 +10,7 @@ namespace m3::test {
 
 std::string DataPath(const std::string& relative);  // tests/data/<relative>
 std::string BinPath(const std::string& name);       // <build>/bin/<name>
-std::string TempDir();                               // a fresh directory under /tmp
+std::string TempDir();                              // a fresh directory under /tmp
 
 // ||a - b|| / ||b||; infinity when sizes differ.
 double RelativeL2(std::span<const float> a, std::span<const float> b);

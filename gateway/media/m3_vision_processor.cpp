@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "gateway/media/smart_resize.h"
 #include "shared/error.h"
@@ -89,23 +90,35 @@ void M3VisionProcessor::WriteFrame(const ImageBuffer& frame, int64_t index, int6
   // The last frame also fills the padding slots of its group (the reference repeats it).
   const int64_t last_slot = index == count - 1 ? t - 1 : first_slot;
   const int64_t plane = p * p;  // one (channel, slot) block of a patch
-  float* group_out = out + group * gh * gw * layout.patch_dim;
+  float* dst = out + group * gh * gw * layout.patch_dim;
+  const float* lut[3] = {lut_[0].data(), lut_[1].data(), lut_[2].data()};
   const int ch[3] = {frame.ChannelIndex(0), frame.ChannelIndex(1), frame.ChannelIndex(2)};
-  for (int64_t y = 0; y < frame.height; ++y) {
-    const int64_t hp = y / p, py = y % p;
-    const int64_t hb = hp / m, mh = hp % m;
-    const uint8_t* src = frame.row(y);
-    for (int64_t wp = 0; wp < gw; ++wp) {
-      const int64_t wb = wp / m, mw = wp % m;
-      const int64_t row = ((hb * (gw / m) + wb) * m + mh) * m + mw;
-      float* patch = group_out + row * layout.patch_dim + py * p;
-      const uint8_t* s = src + wp * p * 3;
-      for (int c = 0; c < 3; ++c) {
-        const float* lut = lut_[c].data();
-        float* d = patch + (c * t + first_slot) * plane;
-        for (int64_t x = 0; x < p; ++x) d[x] = lut[s[3 * x + ch[c]]];
-        for (int64_t slot = first_slot + 1; slot <= last_slot; ++slot) {
-          std::memcpy(patch + (c * t + slot) * plane, d, sizeof(float) * p);
+  // One patch at a time, in the output's row order: its three channel planes are gathered
+  // into `planes` (L1-resident), then written out contiguously for each of this frame's slots.
+  std::vector<float> planes(static_cast<size_t>(3 * plane));
+  float* const pl[3] = {planes.data(), planes.data() + plane, planes.data() + 2 * plane};
+  const int64_t stride = frame.row_bytes();
+  for (int64_t hb = 0; hb < gh / m; ++hb) {
+    for (int64_t wb = 0; wb < gw / m; ++wb) {
+      for (int64_t mh = 0; mh < m; ++mh) {
+        for (int64_t mw = 0; mw < m; ++mw, dst += layout.patch_dim) {
+          const uint8_t* src = frame.row((hb * m + mh) * p) + (wb * m + mw) * p * 3;
+          float *d0 = pl[0], *d1 = pl[1], *d2 = pl[2];
+          for (int64_t py = 0; py < p; ++py, src += stride, d0 += p, d1 += p, d2 += p) {
+            const uint8_t* s0 = src + ch[0];
+            const uint8_t* s1 = src + ch[1];
+            const uint8_t* s2 = src + ch[2];
+            for (int64_t x = 0; x < p; ++x) {
+              d0[x] = lut[0][s0[3 * x]];
+              d1[x] = lut[1][s1[3 * x]];
+              d2[x] = lut[2][s2[3 * x]];
+            }
+          }
+          for (int c = 0; c < 3; ++c) {
+            for (int64_t slot = first_slot; slot <= last_slot; ++slot) {
+              std::memcpy(dst + (c * t + slot) * plane, pl[c], sizeof(float) * plane);
+            }
+          }
         }
       }
     }

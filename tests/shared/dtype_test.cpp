@@ -19,7 +19,8 @@ TEST_CASE("bf16 and f16 decode to the expected floats") {
 }
 
 TEST_CASE("dtype names round-trip") {
-  for (auto t : {m3::DType::kF32, m3::DType::kBF16, m3::DType::kF16, m3::DType::kI64, m3::DType::kBool}) {
+  for (auto t :
+       {m3::DType::kF32, m3::DType::kBF16, m3::DType::kF16, m3::DType::kI64, m3::DType::kBool}) {
     CHECK(m3::ParseDType(m3::DTypeName(t)) == t);
   }
   CHECK_FALSE(m3::ParseDType("F8_E4M3").has_value());

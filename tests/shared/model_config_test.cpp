@@ -30,9 +30,10 @@ TEST_CASE("legacy keys give the same configuration as flat keys") {
   for (const char* k : {"index_n_heads", "index_head_dim", "index_block_size", "index_topk_blocks",
                         "index_local_blocks", "layer_types", "mlp_layer_types", "rope_parameters"})
     t.erase(k);
-  t["sparse_attention_config"] = {{"sparse_num_index_heads", 2}, {"sparse_index_dim", 16},
-                                  {"sparse_block_size", 8},      {"sparse_topk_blocks", 2},
-                                  {"sparse_local_block", 1},     {"sparse_attention_freq", {0, 1, 1, 1}}};
+  t["sparse_attention_config"] = {
+      {"sparse_num_index_heads", 2}, {"sparse_index_dim", 16},
+      {"sparse_block_size", 8},      {"sparse_topk_blocks", 2},
+      {"sparse_local_block", 1},     {"sparse_attention_freq", {0, 1, 1, 1}}};
   t["moe_layer_freq"] = {0, 1, 1, 1};
   t["rope_theta"] = 10000.0;
   t["rotary_dim"] = 16;
@@ -47,13 +48,14 @@ TEST_CASE("legacy keys give the same configuration as flat keys") {
 }
 
 TEST_CASE("bad configs fail with the key named") {
-  auto j = nlohmann::json::parse(m3::test::ReadFile(m3::test::DataPath("m3-tiny/model/config.json")));
+  auto j =
+      nlohmann::json::parse(m3::test::ReadFile(m3::test::DataPath("m3-tiny/model/config.json")));
   auto expect = [](const nlohmann::json& cfg, const char* fragment) {
-    CHECK_THROWS_WITH_AS(m3::ParseModelConfig(cfg.dump(), "config.json"), doctest::Contains(fragment),
-                         m3::Error);
+    CHECK_THROWS_WITH_AS(m3::ParseModelConfig(cfg.dump(), "config.json"),
+                         doctest::Contains(fragment), m3::Error);
   };
-  CHECK_THROWS_WITH_AS(m3::ParseModelConfig("{not json", "config.json"), doctest::Contains("malformed"),
-                       m3::Error);
+  CHECK_THROWS_WITH_AS(m3::ParseModelConfig("{not json", "config.json"),
+                       doctest::Contains("malformed"), m3::Error);
   auto a = j;
   a["text_config"].erase("hidden_size");
   expect(a, "hidden_size");

@@ -70,9 +70,11 @@ TEST_CASE("corrupt files are rejected with a message naming the problem") {
   std::string big(8, '\0');
   big[7] = 0x10;
   ExpectError(big, ErrorCode::kDataLoss, "header");
-  ExpectError(WithHeader(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, '\0')),
+  ExpectError(WithHeader(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+                         std::string(8, '\0')),
               ErrorCode::kDataLoss, "past the end");
-  ExpectError(WithHeader(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", std::string(16, '\0')),
+  ExpectError(WithHeader(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})",
+                         std::string(16, '\0')),
               ErrorCode::kDataLoss, "expected 12");
   ExpectError(WithHeader(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                          R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
