@@ -11,6 +11,7 @@
 #include "gateway/template/predicates.h"
 #include "gateway/template/py_text.h"
 #include "gateway/template/render_error.h"
+#include "gateway/unicode/utf8.h"
 #include "shared/error.h"
 
 namespace m3::tmpl {
@@ -71,12 +72,12 @@ std::vector<int64_t> SliceIndices(int64_t n, const Value& start, const Value& st
 Value SliceValue(const Value& obj, const Value& start, const Value& stop, const Value& step) {
   obj.Defined();
   if (obj.IsString()) {
-    std::u32string u = py::Decode(obj.AsString());
+    std::u32string u = unicode::DecodeLossy(obj.AsString());
     std::u32string out;
     for (int64_t i : SliceIndices(static_cast<int64_t>(u.size()), start, stop, step)) {
       out.push_back(u[static_cast<size_t>(i)]);
     }
-    return Value(py::Encode(out));
+    return Value(unicode::Encode(out));
   }
   if (obj.IsList()) {
     const auto& items = obj.AsList().items;
@@ -411,11 +412,12 @@ Value Evaluator::GetItem(const Value& obj, const Value& key) {
       break;
     case Value::Kind::kString:
       if (key.IsInt() || key.IsBool()) {
-        std::u32string u = py::Decode(obj.AsString());
+        std::u32string u = unicode::DecodeLossy(obj.AsString());
         int64_t n = static_cast<int64_t>(u.size());
         int64_t i = key.AsInt();
         if (i < 0) i += n;
-        if (i >= 0 && i < n) return Value(py::Encode(std::u32string(1, u[static_cast<size_t>(i)])));
+        if (i >= 0 && i < n)
+          return Value(unicode::Encode(std::u32string(1, u[static_cast<size_t>(i)])));
       }
       break;
     default:

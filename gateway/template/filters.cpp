@@ -16,6 +16,8 @@
 #include "gateway/template/operators.h"
 #include "gateway/template/py_text.h"
 #include "gateway/template/render_error.h"
+#include "gateway/unicode/char_class.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tmpl {
 
@@ -152,9 +154,9 @@ Value FCapitalize(const Value& in, CallArgs& args, Evaluator&) {
 // jinja2's do_title: words start after runs of "-", whitespace and opening brackets.
 Value FTitle(const Value& in, CallArgs& args, Evaluator&) {
   BindArgs(args, "title", {});
-  std::u32string u = py::Decode(SoftStr(in));
+  std::u32string u = unicode::DecodeLossy(SoftStr(in));
   auto is_sep = [](char32_t c) {
-    return c == '-' || py::IsSpace(c) || c == '(' || c == '{' || c == '[' || c == '<';
+    return c == '-' || unicode::IsPySpace(c) || c == '(' || c == '{' || c == '[' || c == '<';
   };
   std::string out;
   size_t i = 0;
@@ -162,12 +164,12 @@ Value FTitle(const Value& in, CallArgs& args, Evaluator&) {
     size_t j = i;
     bool sep = is_sep(u[i]);
     while (j < u.size() && is_sep(u[j]) == sep) ++j;
-    std::string piece = py::Encode(std::u32string_view(u).substr(i, j - i));
+    std::string piece = unicode::Encode(std::u32string_view(u).substr(i, j - i));
     if (sep) {
       out += piece;
     } else {
-      std::u32string w = py::Decode(piece);
-      out += py::Upper(py::Encode(w.substr(0, 1))) + py::Lower(py::Encode(w.substr(1)));
+      std::u32string w = unicode::DecodeLossy(piece);
+      out += py::Upper(unicode::Encode(w.substr(0, 1))) + py::Lower(unicode::Encode(w.substr(1)));
     }
     i = j;
   }
@@ -480,8 +482,8 @@ Value FWordcount(const Value& in, CallArgs& args, Evaluator&) {
   BindArgs(args, "wordcount", {});
   int64_t n = 0;
   bool in_word = false;
-  for (char32_t c : py::Decode(SoftStr(in))) {
-    bool w = py::IsAlpha(c) || py::IsDigit(c) || c == '_';
+  for (char32_t c : unicode::DecodeLossy(SoftStr(in))) {
+    bool w = unicode::IsAlpha(c) || unicode::IsDigit(c) || c == '_';
     if (w && !in_word) ++n;
     in_word = w;
   }
@@ -563,9 +565,9 @@ Value FStriptags(const Value& in, CallArgs& args, Evaluator&) {
 Value FReverse(const Value& in, CallArgs& args, Evaluator&) {
   BindArgs(args, "reverse", {});
   if (in.IsString()) {
-    std::u32string u = py::Decode(in.AsString());
+    std::u32string u = unicode::DecodeLossy(in.AsString());
     std::reverse(u.begin(), u.end());
-    return Value(py::Encode(u));
+    return Value(unicode::Encode(u));
   }
   std::vector<Value> items = Iterate(in.Defined());
   std::reverse(items.begin(), items.end());

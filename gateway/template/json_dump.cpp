@@ -8,6 +8,7 @@
 
 #include "gateway/template/py_text.h"
 #include "gateway/template/render_error.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tmpl {
 
@@ -20,7 +21,7 @@ void AppendJsonString(std::string& out, const std::string& s, bool ensure_ascii)
     std::snprintf(buf, sizeof(buf), "\\u%04x", v);
     out += buf;
   };
-  for (char32_t c : py::Decode(s)) {
+  for (char32_t c : unicode::DecodeLossy(s)) {
     switch (c) {
       case '"':
         out += "\\\"";
@@ -57,7 +58,7 @@ void AppendJsonString(std::string& out, const std::string& s, bool ensure_ascii)
         hex4(static_cast<unsigned>(c));
       }
     } else {
-      py::AppendUtf8(out, c);
+      unicode::AppendUtf8(out, c);
     }
   }
   out += '"';

@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include "gateway/template/py_text.h"
+#include "gateway/unicode/char_class.h"
+#include "gateway/unicode/utf8.h"
 #include "shared/error.h"
 
 namespace m3::tmpl {
@@ -32,8 +34,8 @@ bool IsNameChar(char c) {
 
 bool AllPySpace(std::string_view s) {
   if (s.empty()) return false;
-  for (char32_t c : py::Decode(s)) {
-    if (!py::IsSpace(c)) return false;
+  for (char32_t c : unicode::DecodeLossy(s)) {
+    if (!unicode::IsPySpace(c)) return false;
   }
   return true;
 }
@@ -94,7 +96,7 @@ std::string DecodeStringLiteral(std::string_view body) {
           char* end = nullptr;
           unsigned long cp = std::strtoul(hex.c_str(), &end, 16);
           if (hex.size() == n && end == hex.c_str() + n) {
-            py::AppendUtf8(out, static_cast<char32_t>(cp));
+            unicode::AppendUtf8(out, static_cast<char32_t>(cp));
             i += n;
             break;
           }
@@ -112,7 +114,7 @@ std::string DecodeStringLiteral(std::string_view body) {
             ++k;
           }
           i += k - 1;
-          py::AppendUtf8(out, cp);
+          unicode::AppendUtf8(out, cp);
         } else {
           out.push_back('\\');
           out.push_back(e);

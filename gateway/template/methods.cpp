@@ -7,6 +7,8 @@
 #include "gateway/template/call_args.h"
 #include "gateway/template/py_text.h"
 #include "gateway/template/render_error.h"
+#include "gateway/unicode/char_class.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tmpl {
 
@@ -38,10 +40,7 @@ size_t ByteOffset(const std::string& s, int64_t cp) {
   if (cp < 0) cp = std::max<int64_t>(0, cp + n);
   if (cp >= n) return s.size();
   size_t i = 0;
-  for (int64_t k = 0; k < cp; ++k) {
-    ++i;
-    while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
-  }
+  for (int64_t k = 0; k < cp; ++k) i = unicode::NextCodePointEnd(s, i);
   return i;
 }
 
@@ -74,7 +73,7 @@ bool AffixMatch(const std::string& s, const Value& affix, const Value& start, bo
 template <typename Pred>
 bool AllChars(const std::string& s, Pred p) {
   if (s.empty()) return false;
-  for (char32_t c : py::Decode(s)) {
+  for (char32_t c : unicode::DecodeLossy(s)) {
     if (!p(c)) return false;
   }
   return true;
@@ -200,14 +199,15 @@ Value CallStrMethod(const std::string& s, const std::string& name, CallArgs& arg
   if (name == "format") return Value(PyFormat(s, args));
   if (name == "isdigit" || name == "isdecimal" || name == "isnumeric") {
     BindArgs(args, name, {});
-    return Value(AllChars(s, py::IsDigit));
+    return Value(AllChars(s, unicode::IsDigit));
   }
-  if (name == "isalpha") return BindArgs(args, name, {}), Value(AllChars(s, py::IsAlpha));
+  if (name == "isalpha") return BindArgs(args, name, {}), Value(AllChars(s, unicode::IsAlpha));
   if (name == "isalnum") {
     BindArgs(args, name, {});
-    return Value(AllChars(s, [](char32_t c) { return py::IsAlpha(c) || py::IsDigit(c); }));
+    return Value(
+        AllChars(s, [](char32_t c) { return unicode::IsAlpha(c) || unicode::IsDigit(c); }));
   }
-  if (name == "isspace") return BindArgs(args, name, {}), Value(AllChars(s, py::IsSpace));
+  if (name == "isspace") return BindArgs(args, name, {}), Value(AllChars(s, unicode::IsPySpace));
   if (name == "islower") return BindArgs(args, name, {}), Value(py::IsLowerCased(s));
   if (name == "isupper") return BindArgs(args, name, {}), Value(py::IsUpperCased(s));
   if (name == "center" || name == "ljust" || name == "rjust") {

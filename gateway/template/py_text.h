@@ -1,6 +1,7 @@
-// Python str semantics over UTF-8 bytes: code-point length, whitespace, strip/split/splitlines,
-// case mapping, and the exact repr() text of str and float. Jinja templates are evaluated with
-// Python semantics, so every string operation of the engine goes through here.
+// Python str semantics over UTF-8 bytes: code-point length, strip/split/splitlines, case
+// mapping (full Unicode mappings from gateway/unicode/), and the exact repr() text of str and
+// float. Jinja templates are evaluated with Python semantics, so every string operation of the
+// engine goes through here.
 #pragma once
 
 #include <cstdint>
@@ -9,17 +10,14 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/unicode/utf8.h"
+
 namespace m3::tmpl::py {
 
-std::u32string Decode(std::string_view utf8);  // invalid bytes decode as U+FFFD
-std::string Encode(std::u32string_view text);
-void AppendUtf8(std::string& out, char32_t cp);
-bool IsAscii(std::string_view s);
-int64_t Length(std::string_view s);  // in code points
-
-bool IsSpace(char32_t c);  // str.isspace()
-bool IsAlpha(char32_t c);  // ASCII letters plus every non-ASCII letter-ish code point
-bool IsDigit(char32_t c);
+// Python len(str): code points (decoding and character classes live in gateway/unicode/).
+inline int64_t Length(std::string_view s) {
+  return static_cast<int64_t>(unicode::CountCodePoints(s));
+}
 
 // str.strip/lstrip/rstrip; `chars` absent = whitespace.
 std::string Strip(std::string_view s, const std::optional<std::string>& chars, bool left,

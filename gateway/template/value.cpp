@@ -3,6 +3,7 @@
 
 #include "gateway/template/py_text.h"
 #include "gateway/template/render_error.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tmpl {
 
@@ -352,10 +353,9 @@ std::vector<Value> Iterate(const Value& v) {
       std::vector<Value> chars;
       const std::string& s = v.AsString();
       for (size_t i = 0; i < s.size();) {
-        size_t n = 1;
-        while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) ++n;
-        chars.emplace_back(s.substr(i, n));
-        i += n;
+        const size_t end = unicode::NextCodePointEnd(s, i);
+        chars.emplace_back(s.substr(i, end - i));
+        i = end;
       }
       return chars;
     }

@@ -5,29 +5,30 @@
 #include <algorithm>
 
 #include "gateway/tokenizer/normalizers.h"
-#include "gateway/tokenizer/utf8.h"
+#include "gateway/unicode/char_class.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tok {
 namespace {
 
 bool EndsWithWord(std::string_view s) {
   if (s.empty()) return false;
-  size_t i = PrevCodePointStart(s, s.size());
-  return IsWordChar(NextCodePoint(s, i));
+  size_t i = unicode::PrevCodePointStart(s, s.size());
+  return unicode::IsWordChar(unicode::NextCodePoint(s, i));
 }
 
 bool StartsWithWord(std::string_view s) {
   if (s.empty()) return false;
   size_t i = 0;
-  return IsWordChar(NextCodePoint(s, i));
+  return unicode::IsWordChar(unicode::NextCodePoint(s, i));
 }
 
 // Start of the whitespace run that ends `s`.
 size_t TrailingSpaceStart(std::string_view s) {
   size_t end = s.size();
   while (end > 0) {
-    size_t start = PrevCodePointStart(s, end), probe = start;
-    if (!IsWhitespace(NextCodePoint(s, probe))) break;
+    size_t start = unicode::PrevCodePointStart(s, end), probe = start;
+    if (!unicode::IsWhitespace(unicode::NextCodePoint(s, probe))) break;
     end = start;
   }
   return end;
@@ -38,7 +39,7 @@ size_t LeadingSpaceLength(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     size_t next = i;
-    if (!IsWhitespace(NextCodePoint(s, next))) break;
+    if (!unicode::IsWhitespace(unicode::NextCodePoint(s, next))) break;
     i = next;
   }
   return i;
@@ -120,7 +121,8 @@ AddedVocabulary::AddedVocabulary(const Json& added_tokens, const Normalizer* nor
     tok.single_word = Field<bool>(t, "single_word", false);
     tok.normalized = Field<bool>(t, "normalized", !tok.special);
     if (tok.content.empty()) continue;
-    Require(IsValidUtf8(tok.content), ErrorCode::kInvalidArgument, "added token is not UTF-8");
+    Require(unicode::IsValidUtf8(tok.content), ErrorCode::kInvalidArgument,
+            "added token is not UTF-8");
     tok.decode_form = tok.content;
     if (tok.normalized && normalizer) normalizer->Normalize(tok.decode_form);
     by_id_[tok.id] = tokens_.size();

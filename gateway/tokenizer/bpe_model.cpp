@@ -8,7 +8,7 @@
 #include <queue>
 
 #include "gateway/tokenizer/byte_level.h"
-#include "gateway/tokenizer/utf8.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tok {
 namespace {
@@ -162,7 +162,7 @@ void BpeModel::InitialSymbols(std::string_view piece, bool raw_bytes,
   }
   for (size_t i = 0; i < text.size();) {
     const size_t start = i;
-    i += Utf8Length(static_cast<unsigned char>(text[i]));
+    i += unicode::Utf8Length(static_cast<unsigned char>(text[i]));
     std::string_view ch = text.substr(start, i - start);
     std::string_view key = ch;
     if (!plain_symbols_) {

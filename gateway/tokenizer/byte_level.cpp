@@ -4,7 +4,7 @@
 
 #include <unordered_map>
 
-#include "gateway/tokenizer/utf8.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tok {
 namespace {
@@ -20,7 +20,7 @@ struct Tables {
     char32_t next = 256;
     for (int b = 0; b < 256; ++b) {
       code[b] = printable(b) ? static_cast<char32_t>(b) : next++;
-      AppendUtf8(text[b], code[b]);
+      unicode::AppendUtf8(text[b], code[b]);
       reverse[code[b]] = b;
     }
   }

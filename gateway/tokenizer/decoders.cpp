@@ -5,7 +5,7 @@
 
 #include "gateway/tokenizer/byte_level.h"
 #include "gateway/tokenizer/pattern.h"
-#include "gateway/tokenizer/utf8.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tok {
 namespace {
@@ -20,7 +20,7 @@ class ByteLevelDecoder : public Decoder {
       const size_t mark = bytes.size();
       bool all_mapped = true;
       for (size_t i = 0; i < t.size();) {
-        const int b = UnicodeToByte(NextCodePoint(t, i));
+        const int b = UnicodeToByte(unicode::NextCodePoint(t, i));
         if (b < 0) {
           all_mapped = false;
           break;
@@ -32,7 +32,7 @@ class ByteLevelDecoder : public Decoder {
         bytes.append(t);
       }
     }
-    tokens.assign(1, IsValidUtf8(bytes) ? bytes : RepairUtf8(bytes));
+    tokens.assign(1, unicode::IsValidUtf8(bytes) ? bytes : unicode::RepairUtf8(bytes));
   }
 };
 
@@ -66,16 +66,16 @@ class StripDecoder : public Decoder {
       : start_(Field<size_t>(j, "start", 0)), stop_(Field<size_t>(j, "stop", 0)) {
     const auto content = Required<std::string>(j, "content", "Strip decoder");
     size_t i = 0;
-    Require(!content.empty() && IsValidUtf8(content), ErrorCode::kInvalidArgument,
+    Require(!content.empty() && unicode::IsValidUtf8(content), ErrorCode::kInvalidArgument,
             "Strip decoder content must be one character");
-    content_ = NextCodePoint(content, i);
+    content_ = unicode::NextCodePoint(content, i);
   }
   void DecodeChain(std::vector<std::string>& tokens) const override {
     for (auto& t : tokens) {
       std::vector<std::pair<size_t, char32_t>> chars;  // (byte offset, code point)
       for (size_t i = 0; i < t.size();) {
         const size_t at = i;
-        chars.emplace_back(at, NextCodePoint(t, i));
+        chars.emplace_back(at, unicode::NextCodePoint(t, i));
       }
       size_t cut_start = 0;
       while (cut_start < start_ && cut_start < chars.size() &&
@@ -141,7 +141,7 @@ class ByteFallbackDecoder : public Decoder {
     std::string pending;
     auto flush = [&] {
       if (pending.empty()) return;
-      if (IsValidUtf8(pending)) {
+      if (unicode::IsValidUtf8(pending)) {
         out.push_back(pending);
       } else {
         for (size_t i = 0; i < pending.size(); ++i) out.emplace_back("\xEF\xBF\xBD");

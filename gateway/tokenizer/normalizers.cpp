@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "gateway/tokenizer/pattern.h"
-#include "gateway/tokenizer/utf8.h"
+#include "gateway/unicode/char_class.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tok {
 namespace {
@@ -50,7 +51,7 @@ class InertTable {
       bool stable = !decomposes[c];
       if (!stable && compose) {  // a composed character the composing form rebuilds as itself
         std::string one;
-        AppendUtf8(one, c);
+        unicode::AppendUtf8(one, c);
         utf8proc_uint8_t* out = nullptr;
         const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(one.data()),
                                     static_cast<utf8proc_ssize_t>(one.size()), &out,
@@ -109,7 +110,7 @@ class UnicodeForm : public Normalizer {
         c = b;
         ++i;
       } else {
-        c = NextCodePoint(text, i);
+        c = unicode::NextCodePoint(text, i);
       }
       if (c < limit_ || table_.Inert(c)) {
         if (!plain) {
@@ -189,8 +190,9 @@ class LowercaseNormalizer : public Normalizer {
     std::string out;
     out.reserve(text.size());
     for (size_t i = 0; i < text.size();) {
-      const char32_t c = NextCodePoint(text, i);
-      AppendUtf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
+      const char32_t c = unicode::NextCodePoint(text, i);
+      unicode::AppendUtf8(
+          out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
     }
     text.swap(out);
   }
@@ -204,14 +206,14 @@ class StripNormalizer : public Normalizer {
     if (left_) {
       while (begin < end) {
         size_t next = begin;
-        if (!IsWhitespace(NextCodePoint(text, next))) break;
+        if (!unicode::IsWhitespace(unicode::NextCodePoint(text, next))) break;
         begin = next;
       }
     }
     if (right_) {
       while (end > begin) {
-        size_t start = PrevCodePointStart(text, end), probe = start;
-        if (!IsWhitespace(NextCodePoint(text, probe))) break;
+        size_t start = unicode::PrevCodePointStart(text, end), probe = start;
+        if (!unicode::IsWhitespace(unicode::NextCodePoint(text, probe))) break;
         end = start;
       }
     }
@@ -230,7 +232,7 @@ class StripAccentsNormalizer : public Normalizer {
     out.reserve(text.size());
     for (size_t i = 0; i < text.size();) {
       const size_t start = i;
-      const char32_t c = NextCodePoint(text, i);
+      const char32_t c = unicode::NextCodePoint(text, i);
       if (utf8proc_category(static_cast<utf8proc_int32_t>(c)) != UTF8PROC_CATEGORY_MN) {
         out.append(text, start, i - start);
       }

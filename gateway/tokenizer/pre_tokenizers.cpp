@@ -8,7 +8,8 @@
 #include "gateway/tokenizer/byte_level.h"
 #include "gateway/tokenizer/pattern.h"
 #include "gateway/tokenizer/split_scanners.h"
-#include "gateway/tokenizer/utf8.h"
+#include "gateway/unicode/char_class.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tok {
 namespace {
@@ -117,7 +118,7 @@ template <typename Pred>
 void FindChars(std::string_view text, Pred&& pred, Ranges& out) {
   for (size_t i = 0; i < text.size();) {
     const size_t start = i;
-    if (pred(NextCodePoint(text, i))) out.emplace_back(start, i);
+    if (pred(unicode::NextCodePoint(text, i))) out.emplace_back(start, i);
   }
 }
 
@@ -224,7 +225,7 @@ class DigitsPreTokenizer : public PreTokenizer {
       : individual_(Field<bool>(j, "individual_digits", false)) {}
   void Apply(const Piece& piece, PieceSink emit) const override {
     Ranges m;
-    FindChars(piece.text, IsNumeric, m);
+    FindChars(piece.text, unicode::IsNumeric, m);
     SplitPiece(piece, m, individual_ ? Behavior::kIsolated : Behavior::kContiguous, false, emit);
   }
 
@@ -239,9 +240,9 @@ class MetaspacePreTokenizer : public PreTokenizer {
       : replacement_(Field<std::string>(j, "replacement", "\u2581")),
         split_(Field<bool>(j, "split", true)) {
     size_t i = 0;
-    Require(!replacement_.empty() && IsValidUtf8(replacement_), ErrorCode::kInvalidArgument,
-            "Metaspace replacement must be one character");
-    replacement_char_ = NextCodePoint(replacement_, i);
+    Require(!replacement_.empty() && unicode::IsValidUtf8(replacement_),
+            ErrorCode::kInvalidArgument, "Metaspace replacement must be one character");
+    replacement_char_ = unicode::NextCodePoint(replacement_, i);
     Require(i == replacement_.size(), ErrorCode::kInvalidArgument,
             "Metaspace replacement must be one character");
     if (j.contains("prepend_scheme")) {
@@ -307,7 +308,7 @@ class WhitespaceSplitPreTokenizer : public PreTokenizer {
  public:
   void Apply(const Piece& piece, PieceSink emit) const override {
     Ranges m;
-    FindChars(piece.text, IsWhitespace, m);
+    FindChars(piece.text, unicode::IsWhitespace, m);
     SplitPiece(piece, m, Behavior::kRemoved, false, emit);
   }
 };
@@ -323,7 +324,7 @@ class PunctuationPreTokenizer : public PreTokenizer {
         [](char32_t c) {
           const bool ascii_punct = c < 0x80 && ((c >= '!' && c <= '/') || (c >= ':' && c <= '@') ||
                                                 (c >= '[' && c <= '`') || (c >= '{' && c <= '~'));
-          return ascii_punct || IsPunctuation(c);
+          return ascii_punct || unicode::IsPunctuation(c);
         },
         m);
     SplitPiece(piece, m, behavior_, false, emit);

@@ -5,7 +5,7 @@
 
 #include <pcre2.h>
 
-#include "gateway/tokenizer/utf8.h"
+#include "gateway/unicode/utf8.h"
 #include "shared/error.h"
 
 namespace m3::tok {
@@ -82,7 +82,7 @@ void Regex::ForEachMatch(std::string_view text, FunctionRef<void(size_t, size_t)
       pos = end;
     } else {
       if (end >= text.size()) break;
-      pos = end + Utf8Length(static_cast<unsigned char>(text[end]));
+      pos = end + unicode::Utf8Length(static_cast<unsigned char>(text[end]));
     }
   }
 }

@@ -8,7 +8,8 @@
 #include <array>
 #include <vector>
 
-#include "gateway/tokenizer/utf8.h"
+#include "gateway/unicode/char_class.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tok {
 namespace {
@@ -43,7 +44,7 @@ class ClassTable {
       default:
         break;
     }
-    if (IsWhitespace(c)) bits |= kSpace;
+    if (unicode::IsWhitespace(c)) bits |= kSpace;
     if (c == '\r' || c == '\n') bits |= kNewline;
     return bits;
   }
@@ -66,7 +67,7 @@ struct Cursor {
       return classes.Of(b);
     }
     size_t j = i;
-    const char32_t c = NextCodePoint(text, j);
+    const char32_t c = unicode::NextCodePoint(text, j);
     len = j - i;
     return classes.Of(c);
   }
@@ -123,7 +124,7 @@ size_t Contraction(std::string_view t, size_t i, bool caseless) {
 // \s+(?!\S) backs off one character (code point) unless the run ends the text; then \s+.
 size_t TrailingSpaceRule(std::string_view text, size_t i, size_t e) {
   if (e == text.size()) return e;
-  const size_t last = PrevCodePointStart(text, e);
+  const size_t last = unicode::PrevCodePointStart(text, e);
   return last > i ? last : e;
 }
 

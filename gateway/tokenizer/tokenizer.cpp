@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "gateway/tokenizer/tokenizer_impl.h"
-#include "gateway/tokenizer/utf8.h"
+#include "gateway/unicode/utf8.h"
 
 namespace m3::tok {
 
@@ -32,8 +32,8 @@ void TokenizerImpl::Encode(std::string_view input, bool add_special_tokens,
                            std::vector<int32_t>& out) const {
   std::string repaired;
   std::string_view text = input;
-  if (!IsValidUtf8(input)) {
-    repaired = RepairUtf8(input);
+  if (!unicode::IsValidUtf8(input)) {
+    repaired = unicode::RepairUtf8(input);
     text = repaired;
   }
   std::vector<TextSplit> raw_splits, norm_splits;

@@ -72,6 +72,24 @@ const Snippet kSnippets[] = {
      "}}|{{ '123'.isdigit() }}|{{ 'ab1'.isalpha() }}|{{ 'ab'.islower() }}|{{ 'a=b'.partition('=') "
      "}}",
      "{}"},
+    // Unicode case mapping and classes beyond Latin-1 (full mappings, final sigma)
+    {"{{ 'straße'.upper() }}|{{ 'ﬁne ﬂour'.upper() }}|{{ 'ﬁne'.title() }}|{{ 'ßa'.capitalize() "
+     "}}|{{ 'İstanbul'.lower() }}|{{ 'ıi'.upper() }}|{{ 'ΟΔΟΣ ΣΟΦΟΣ.'.lower() }}|{{ "
+     "'ΣΑΣ'.lower() }}|{{ 'Σ'.lower() }}|{{ 'ᾈ'.lower() }}",
+     "{}"},
+    {"{{ 'Բարև'.upper() }}|{{ 'ԲԱՐԵՎ'.lower() }}|{{ 'եւ և'.upper() }}|{{ 'ﬓ'.title() }}|{{ "
+     "'ქართული'.upper() }}|{{ 'ᲥᲐᲠᲗᲣᲚᲘ'.lower() }}|{{ 'ქართ ენა'.title() }}|{{ "
+     "'ᏣᎳᎩ'.lower() "
+     "}}|{{ 'ꮳꮃꭹ'.upper() }}|{{ 'ǆemal'.title() }}|{{ 'ǅ'.upper() }}",
+     "{}"},
+    {"{{ 'привет мир'.title() }}|{{ 'ΑΒΓ'.isupper() }}|{{ 'αβγ'.islower() }}|{{ 'ǅa'.islower() "
+     "}}|{{ 'ⅰⅱ'.upper() }}|{{ 'Ⓐ'.lower() }}|{{ 'ⓐ'.isupper() }}|{{ 'äöü'.isalpha() }}|{{ "
+     "'٣٤'.isdigit() }}|{{ '²'.isdigit() }}|{{ '½'.isdigit() }}|{{ '×'.isalpha() }}|{{ "
+     "'\u3000\u2028\x1c'.isspace() }}|{{ '\u200b'.isspace() }}|{{ 'a\u00a0b'.split() }}",
+     "{}"},
+    {"{{ s.upper() }}|{{ s.lower() }}|{{ s.title() }}|{{ s | upper }}|{{ s | title }}|{{ s | "
+     "capitalize }}|{{ s | length }}|{{ s | list | length }}|{{ s[2:5] }}|{{ s | wordcount }}",
+     "{\"s\": \"ǉubljana ΣΊΣΥΦΟΣ ß ﬃ Ꭰ ꭰ ᲐᲑ\"}"},
     // filters
     {"{{ x | tojson }}|{{ x | tojson(indent=2) }}|{{ x | tojson(sort_keys=true) }}|{{ x | "
      "tojson(separators=(',', ':')) }}",

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/unicode/utf8.h"
+
 namespace m3::test {
 
 // Splits `text` at UTF-8 character boundaries into chunks of 1..max_chars characters.
@@ -17,10 +19,7 @@ inline std::vector<std::string> RandomChunks(std::string_view text, std::mt19937
   while (i < text.size()) {
     int n = len(rng);
     size_t j = i;
-    while (n-- > 0 && j < text.size()) {
-      ++j;
-      while (j < text.size() && (static_cast<unsigned char>(text[j]) & 0xC0) == 0x80) ++j;
-    }
+    while (n-- > 0 && j < text.size()) j = unicode::NextCodePointEnd(text, j);
     chunks.emplace_back(text.substr(i, j - i));
     i = j;
   }
@@ -31,8 +30,7 @@ inline std::vector<std::string> CharChunks(std::string_view text) {
   std::vector<std::string> chunks;
   size_t i = 0;
   while (i < text.size()) {
-    size_t j = i + 1;
-    while (j < text.size() && (static_cast<unsigned char>(text[j]) & 0xC0) == 0x80) ++j;
+    const size_t j = unicode::NextCodePointEnd(text, i);
     chunks.emplace_back(text.substr(i, j - i));
     i = j;
   }

@@ -9,7 +9,7 @@
 
 #include "gateway/tokenizer/regex.h"
 #include "gateway/tokenizer/split_scanners.h"
-#include "gateway/tokenizer/utf8.h"
+#include "gateway/unicode/utf8.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -41,7 +41,7 @@ void Compare(SplitScanner::Kind kind, const char* pattern) {
   for (int k = 0; k < 3000; ++k) {
     std::string s;
     const int len = 1 + static_cast<int>(rng() % 24);
-    for (int c = 0; c < len; ++c) m3::tok::AppendUtf8(s, alphabet[rng() % alphabet.size()]);
+    for (int c = 0; c < len; ++c) m3::unicode::AppendUtf8(s, alphabet[rng() % alphabet.size()]);
     strings.push_back(std::move(s));
   }
   size_t same = 0;

@@ -1,6 +1,5 @@
-// UTF-8 helpers shared by the tokenizer pipeline: decoding/encoding code points, the lossy
-// repair of invalid input (same replacement rule as Rust's String::from_utf8_lossy) and the
-// Unicode character classes the Hugging Face components test (whitespace, numeric, word...).
+// UTF-8 encoding, decoding, validation and repair for the whole gateway. The hot decoders are
+// inline because the tokenizer calls them per code point; the rest lives in utf8.cpp.
 #pragma once
 
 #include <cstddef>
@@ -8,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace m3::tok {
+namespace m3::unicode {
 
 // Decodes the code point starting at s[i] (s must be valid UTF-8) and advances i past it.
 inline char32_t NextCodePoint(std::string_view s, size_t& i) {
@@ -40,24 +39,44 @@ inline size_t Utf8Length(unsigned char b) {
   return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
 }
 
+inline bool IsContinuationByte(char b) {
+  return (static_cast<unsigned char>(b) & 0xC0u) == 0x80u;
+}
+
 // Start of the code point that ends at byte offset `end` (exclusive) of valid UTF-8.
 inline size_t PrevCodePointStart(std::string_view s, size_t end) {
   size_t i = end - 1;
-  while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0u) == 0x80u) --i;
+  while (i > 0 && IsContinuationByte(s[i])) --i;
   return i;
 }
 
+// End of the code point that starts at byte offset i: past the byte and any continuation
+// bytes after it. Never reads past s and never stalls, so it is safe on invalid input.
+inline size_t NextCodePointEnd(std::string_view s, size_t i) {
+  ++i;
+  while (i < s.size() && IsContinuationByte(s[i])) ++i;
+  return i;
+}
+
+// Number of code points: bytes that are not continuation bytes (lenient on invalid input).
+inline size_t CountCodePoints(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) n += IsContinuationByte(c) ? 0 : 1;
+  return n;
+}
+
+bool IsAscii(std::string_view s);
+
 void AppendUtf8(std::string& out, char32_t c);
+std::string Encode(std::u32string_view text);
 
 // True when `s` is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool IsValidUtf8(std::string_view s);
-// Replaces each maximal invalid subsequence with U+FFFD, as Rust's from_utf8_lossy does.
+// Replaces each maximal invalid subsequence with U+FFFD (the Unicode "maximal subpart"
+// practice, which both Rust's String::from_utf8_lossy and Python's
+// bytes.decode('utf-8', 'replace') follow).
 std::string RepairUtf8(std::string_view s);
+// Decodes to code points with the same replacement rule as RepairUtf8.
+std::u32string DecodeLossy(std::string_view s);
 
-// Rust char predicates (Unicode-aware), answered from utf8proc's character database.
-bool IsWhitespace(char32_t c);   // char::is_whitespace (White_Space property)
-bool IsNumeric(char32_t c);      // char::is_numeric (general categories Nd, Nl, No)
-bool IsWordChar(char32_t c);     // regex \w: alphabetic, marks, decimal digits, connectors
-bool IsPunctuation(char32_t c);  // general categories P*
-
-}  // namespace m3::tok
+}  // namespace m3::unicode
