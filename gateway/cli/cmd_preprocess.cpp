@@ -1,42 +1,40 @@
 // `m3-gateway preprocess`: runs the media pipeline on one image or video and writes the
 // model inputs (pixel values, grid, timestamps) as safetensors, printing a JSON summary.
-// Inputs are read through MediaInputReader so a URL fetcher can be plugged in beside the
-// local-file reader without touching the command.
+// Inputs are local paths (the caller's own files) or URLs (http://, https://, data:, file://)
+// fetched through the gateway's MediaFetcher with the same SSRF guard, limits and flags as
+// `serve`.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "gateway/cli/command.h"
+#include "gateway/cli/fetch_flags.h"
 #include "gateway/media/media_preprocessor.h"
 #include "gateway/media/vision_processor.h"
+#include "gateway/net/media_fetcher.h"
 #include "shared/error.h"
 #include "shared/safetensors.h"
 
 namespace m3::cli {
 namespace {
 
-// Returns the bytes named by `location`. Local paths today; URLs ("http://", "https://",
-// "data:") go to `fetch` once a fetcher is provided.
-struct MediaInputReader {
-  std::function<std::string(const std::string&)> fetch;  // empty: URLs are refused
-
-  std::string Read(const std::string& location) const {
-    const bool is_url = location.rfind("http://", 0) == 0 || location.rfind("https://", 0) == 0 ||
-                        location.rfind("data:", 0) == 0;
-    if (is_url) {
-      Require(static_cast<bool>(fetch), ErrorCode::kUnsupported,
-              "URL inputs are not available in this build: " + location);
-      return fetch(location);
-    }
-    std::ifstream in(location, std::ios::binary);
-    Require(in.good(), ErrorCode::kNotFound, "cannot open input file " + location);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+// Returns the bytes named by `location`: URLs through the fetcher (guard, limits, kind
+// check), anything else as a local file path.
+std::string ReadInput(const std::string& location, net::MediaKind kind,
+                      const net::MediaFetcher& fetcher) {
+  const bool is_url = location.rfind("http://", 0) == 0 || location.rfind("https://", 0) == 0 ||
+                      location.rfind("data:", 0) == 0 || location.rfind("file://", 0) == 0;
+  if (is_url) {
+    net::ByteBudget budget(fetcher.options().max_request_bytes);
+    return fetcher.Fetch(location, kind, &budget).bytes;
   }
-};
+  std::ifstream in(location, std::ios::binary);
+  Require(in.good(), ErrorCode::kNotFound, "cannot open input file " + location);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 int RunPreprocess(int argc, char** argv) {
   CLI::App app("Preprocess one image or video into model inputs (safetensors)", "preprocess");
@@ -45,8 +43,8 @@ int RunPreprocess(int argc, char** argv) {
   int64_t min_pixels = 0, max_pixels = 0, min_frames = 0, max_frames = 0;
   double fps = 0;
   auto* image_opt =
-      app.add_option("--image", image, "image file (PNG, JPEG, GIF, WebP, BMP, TIFF)");
-  auto* video_opt = app.add_option("--video", video, "video file");
+      app.add_option("--image", image, "image file or URL (PNG, JPEG, GIF, WebP, BMP, TIFF)");
+  auto* video_opt = app.add_option("--video", video, "video file or URL");
   image_opt->excludes(video_opt);
   app.add_option("--output", output, "output .safetensors file")->required();
   app.add_option("--model", model_dir,
@@ -59,6 +57,12 @@ int RunPreprocess(int argc, char** argv) {
   fps_opt->excludes(all_opt);
   auto* min_frames_opt = app.add_option("--min-frames", min_frames, "video: fewest sampled frames");
   auto* max_frames_opt = app.add_option("--max-frames", max_frames, "video: most sampled frames");
+  bool jpeg_draft = false;
+  app.add_flag("--jpeg-draft", jpeg_draft,
+               "decode JPEGs at reduced DCT scale when the resize target allows (faster, not "
+               "bit-exact with the reference)");
+  FetchFlags fetch_flags;
+  fetch_flags.Add(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -72,10 +76,15 @@ int RunPreprocess(int argc, char** argv) {
   if (min_frames_opt->count()) options.min_frames = min_frames;
   if (max_frames_opt->count()) options.max_frames = max_frames;
 
-  const media::MediaPreprocessor pre(media::LoadVisionProcessor(model_dir), media::MediaLimits{});
-  const MediaInputReader reader;
+  const net::FetchOptions fetch = fetch_flags.Resolve();
+  media::MediaLimits limits;
+  limits.jpeg_draft = jpeg_draft;
+  const media::MediaPreprocessor pre(media::LoadVisionProcessor(model_dir), limits);
+  const net::MediaFetcher fetcher(fetch);
   const bool is_image = !image.empty();
-  const std::string bytes = reader.Read(is_image ? image : video);
+  const std::string bytes =
+      ReadInput(is_image ? image : video,
+                is_image ? net::MediaKind::kImage : net::MediaKind::kVideo, fetcher);
   media::PreprocessedMedia out =
       is_image ? pre.ProcessImage(bytes, options) : pre.ProcessVideo(bytes, options);
 

@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "gateway/cli/command.h"
+#include "gateway/cli/fetch_flags.h"
 #include "gateway/media/media_preprocessor.h"
 #include "gateway/net/grpc_preprocess_service.h"
 #include "gateway/net/http_server.h"
@@ -53,10 +54,9 @@ struct ServeArgs {
   int http_threads = 2;
   int64_t max_body_bytes = 256ll << 20;
   int64_t read_timeout_ms = 30000;
-  net::FetchOptions fetch;
-  int64_t connect_timeout_ms = 5000;
-  int64_t fetch_timeout_ms = 30000;
-  bool no_ssrf_guard = false;
+  FetchFlags fetch_flags;
+  net::FetchOptions fetch;  // resolved from fetch_flags after parsing
+  bool jpeg_draft = false;
   int64_t shutdown_grace_ms = 10000;
 };
 
@@ -84,25 +84,10 @@ int RunServe(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--read-timeout-ms", a.read_timeout_ms, "HTTP request read timeout")
       ->capture_default_str();
-  app.add_option("--allow-local-media", a.fetch.local_media_dirs,
-                 "directory local media files may be read from");
-  app.add_option("--allow-media-host", a.fetch.allowed_hosts,
-                 "HOST[:PORT] exempt from the SSRF guard (repeatable)");
-  app.add_flag("--disable-ssrf-guard", a.no_ssrf_guard, "allow fetching from any address (unsafe)");
-  app.add_option("--max-image-bytes", a.fetch.max_image_bytes, "bytes per image")
-      ->capture_default_str();
-  app.add_option("--max-video-bytes", a.fetch.max_video_bytes, "bytes per video")
-      ->capture_default_str();
-  app.add_option("--max-request-media-bytes", a.fetch.max_request_bytes, "media bytes per request")
-      ->capture_default_str();
-  app.add_option("--fetch-connect-timeout-ms", a.connect_timeout_ms, "media fetch connect timeout")
-      ->capture_default_str();
-  app.add_option("--fetch-timeout-ms", a.fetch_timeout_ms, "media fetch total timeout")
-      ->capture_default_str();
-  app.add_option("--max-redirects", a.fetch.max_redirects, "redirects followed per fetch")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 20));
-  app.add_option("--ca-file", a.fetch.extra_ca_file, "extra PEM CA bundle for https media");
+  a.fetch_flags.Add(app);
+  app.add_flag("--jpeg-draft", a.jpeg_draft,
+               "decode JPEGs at reduced DCT scale when the resize target allows (faster, not "
+               "bit-exact with the reference)");
   app.add_option("--shutdown-grace-ms", a.shutdown_grace_ms, "time to finish requests on SIGTERM")
       ->capture_default_str();
   try {
@@ -115,13 +100,9 @@ int RunServe(int argc, char** argv) {
         ErrorCode::kUnsupported,
         "serve needs --preprocess-only in this build (the engine-backed API is not wired yet)");
   }
-  Require(a.max_body_bytes > 0 && a.read_timeout_ms > 0 && a.connect_timeout_ms > 0 &&
-              a.fetch_timeout_ms > 0 && a.fetch.max_image_bytes > 0 &&
-              a.fetch.max_video_bytes > 0 && a.fetch.max_request_bytes > 0,
-          ErrorCode::kInvalidArgument, "limits and timeouts must be positive");
-  a.fetch.ssrf_guard = !a.no_ssrf_guard;
-  a.fetch.connect_timeout = std::chrono::milliseconds(a.connect_timeout_ms);
-  a.fetch.total_timeout = std::chrono::milliseconds(a.fetch_timeout_ms);
+  Require(a.max_body_bytes > 0 && a.read_timeout_ms > 0, ErrorCode::kInvalidArgument,
+          "limits and timeouts must be positive");
+  a.fetch = a.fetch_flags.Resolve();
   int workers = a.workers > 0 ? a.workers : std::max(1u, std::thread::hardware_concurrency());
 
   // Shutdown signals: the handler only writes to a pipe that this thread waits on. Threads we
@@ -146,6 +127,7 @@ int RunServe(int argc, char** argv) {
   auto fetcher = std::make_shared<const net::MediaFetcher>(a.fetch);
   media::MediaLimits limits;
   limits.max_encoded_bytes = std::max(a.fetch.max_image_bytes, a.fetch.max_video_bytes);
+  limits.jpeg_draft = a.jpeg_draft;
   auto preprocessor = std::make_shared<const media::MediaPreprocessor>(
       media::LoadVisionProcessor(a.model_dir), limits);
   auto service = std::make_shared<const net::PreprocessService>(fetcher, preprocessor);

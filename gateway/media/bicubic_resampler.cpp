@@ -196,9 +196,146 @@ __attribute__((target("avx2"))) void VerticalAvx2(const BicubicResampler::Axis& 
   }
 }
 
+// Four output pixels per step (AVX-512 VBMI): their source spans fit one 64-byte load (two for
+// wider filters), from
+// which vpermb builds, per pair of taps, each pixel's (c0 c0' c1 c1' c2 c2' x x) words in its
+// own 128-bit lane; the weights of the x words are zero. Same integer sums as the scalar path.
+// GCC 12's AVX-512 headers use _mm512_undefined_* internally, which trips
+// -Wmaybe-uninitialized (a known false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void HorizontalAvx512(
+    const BicubicResampler::Axis& ax, const BicubicResampler::Vbmi& k, const ImageBuffer& in,
+    int64_t y0, int64_t y1, ImageBuffer& out) {
+  const __m512i half = _mm512_set1_epi32(1 << (ax.precision - 1));
+  const __m128i shift = _mm_cvtsi32_si128(ax.precision);
+  const __m512i step = _mm512_set1_epi8(6);
+  const __m128i compact = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  const int64_t groups = (ax.out_size + 3) / 4;
+  for (int64_t y = y0; y < y1; ++y) {
+    const uint8_t* src = in.row(y);
+    uint8_t* dst = out.row(y - y0);
+    const __m512i* w = reinterpret_cast<const __m512i*>(k.weights.data());
+    const __m512i* offs = reinterpret_cast<const __m512i*>(k.offsets.data());
+    for (int64_t g = 0; g < groups; ++g) {
+      const uint8_t* p = src + static_cast<int64_t>(ax.start[4 * g]) * 3;
+      const __m512i raw = _mm512_loadu_si512(p);
+      __m512i idx = _mm512_loadu_si512(offs + g);
+      __m512i acc = half;
+      if (k.wide) {  // two windows: index bit 6 picks the second 64 bytes
+        const __m512i raw_hi = _mm512_loadu_si512(p + 64);
+        for (int j = 0; j < k.pairs; ++j) {
+          const __m512i v = _mm512_maskz_permutex2var_epi8(0x5555555555555555ULL, raw, idx, raw_hi);
+          acc = _mm512_add_epi32(acc, _mm512_madd_epi16(v, _mm512_loadu_si512(w++)));
+          idx = _mm512_add_epi8(idx, step);
+        }
+      } else {
+        for (int j = 0; j < k.pairs; ++j) {
+          const __m512i v = _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL, idx, raw);
+          acc = _mm512_add_epi32(acc, _mm512_madd_epi16(v, _mm512_loadu_si512(w++)));
+          idx = _mm512_add_epi8(idx, step);
+        }
+      }
+      acc = _mm512_max_epi32(_mm512_sra_epi32(acc, shift), _mm512_setzero_si512());
+      const __m128i px = _mm_shuffle_epi8(_mm512_cvtusepi32_epi8(acc), compact);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 12 * g), px);  // 4 bytes of slack
+    }
+  }
+}
+
+// The AVX2 vertical kernel at twice the width: 32 bytes of a row per step.
+__attribute__((target("avx512f,avx512bw"))) void VerticalAvx512(const BicubicResampler::Axis& ax,
+                                                                const ImageBuffer& in,
+                                                                int64_t y_offset,
+                                                                ImageBuffer& out) {
+  const __m512i half = _mm512_set1_epi32(1 << (ax.precision - 1));
+  const __m128i shift = _mm_cvtsi32_si128(ax.precision);
+  const int64_t n = out.row_bytes();
+  const int64_t stride = in.row_bytes();
+  for (int64_t y = 0; y < ax.out_size; ++y) {
+    const int16_t* w = ax.weights.data() + y * ax.taps;
+    const int count = ax.count[y];
+    const uint8_t* base = in.row(ax.start[y] - y_offset);
+    uint8_t* dst = out.row(y);
+    // The last step may run into the next row or the padding of both buffers.
+    for (int64_t i = 0; i < n; i += 32) {
+      __m512i lo = half, hi = half;
+      for (int k = 0; k < count; k += 2) {
+        const __m512i a = _mm512_cvtepu8_epi16(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + k * stride + i)));
+        const bool pair = k + 1 < count;
+        const __m512i b = pair ? _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+                                     reinterpret_cast<const __m256i*>(base + (k + 1) * stride + i)))
+                               : _mm512_setzero_si512();
+        const int16_t w1 = pair ? w[k + 1] : 0;
+        const __m512i wk = _mm512_set1_epi32(
+            static_cast<int32_t>(static_cast<uint16_t>(w[k]) |
+                                 (static_cast<uint32_t>(static_cast<uint16_t>(w1)) << 16)));
+        lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(a, b), wk));
+        hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(a, b), wk));
+      }
+      // packs keeps byte order within each 128-bit lane: words come out in row order.
+      const __m512i s16 = _mm512_max_epi16(
+          _mm512_packs_epi32(_mm512_sra_epi32(lo, shift), _mm512_sra_epi32(hi, shift)),
+          _mm512_setzero_si512());
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtusepi16_epi8(s16));
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
 bool CpuHasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2");
   return has;
+}
+
+bool CpuHasAvx512bw() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return has;
+}
+
+bool CpuHasVbmi() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vbmi");
+  return has;
+}
+
+// The AVX-512 horizontal tables, or none when a group of four outputs reads beyond one
+// 128-byte window (downscales beyond about 5x) and the AVX2 kernel must serve.
+BicubicResampler::Vbmi BuildVbmi(const BicubicResampler::Axis& ax) {
+  BicubicResampler::Vbmi k;
+  const int64_t groups = (ax.out_size + 3) / 4;
+  int max_count = 1;
+  for (int64_t x = 0; x < ax.out_size; ++x) max_count = std::max(max_count, ax.count[x]);
+  k.pairs = (max_count + 1) / 2;
+  int64_t highest = 0;
+  for (int64_t x = 0; x < ax.out_size; ++x) {
+    const int64_t rel = ax.start[x] - ax.start[x / 4 * 4];
+    // Highest byte read: the last tap pair's c2 (the pair's second tap may lie past count).
+    highest = std::max<int64_t>(highest, 3 * (rel + 2 * k.pairs - 1) + 2);
+  }
+  if (highest > 127) return {};
+  k.wide = highest > 63;
+  static constexpr int kPattern[8] = {0, 3, 1, 4, 2, 5, 0, 0};
+  k.offsets.assign(static_cast<size_t>(groups) * 64, 0);
+  k.weights.assign(static_cast<size_t>(groups) * k.pairs * 32, 0);
+  for (int64_t x = 0; x < ax.out_size; ++x) {
+    const int64_t g = x / 4, lane = x % 4;
+    const int64_t rel = ax.start[x] - ax.start[g * 4];
+    for (int word = 0; word < 8; ++word) {
+      k.offsets[g * 64 + lane * 16 + 2 * word] = static_cast<uint8_t>(3 * rel + kPattern[word]);
+    }
+    for (int j = 0; j < k.pairs; ++j) {
+      int16_t* w = k.weights.data() + (g * k.pairs + j) * 32 + lane * 8;
+      for (int t = 0; t < 2; ++t) {
+        const int tap = 2 * j + t;
+        const int16_t v = tap < ax.count[x] ? ax.weights[x * ax.taps + tap] : 0;
+        w[t] = w[2 + t] = w[4 + t] = v;
+      }
+    }
+  }
+  k.ok = true;
+  return k;
 }
 
 }  // namespace
@@ -210,6 +347,9 @@ BicubicResampler::BicubicResampler(int64_t in_width, int64_t in_height, int64_t 
   h_ = BuildAxis(in_width, out_width);
   v_ = BuildAxis(in_height, out_height);
   simd_ok_ = CpuHasAvx2();
+  if (!h_.identity() && CpuHasVbmi()) vbmi_ = BuildVbmi(h_);
+  // The AVX-512 kernel set: VBMI horizontal when its tables fit (else AVX2), BW vertical.
+  avx512_ok_ = simd_ok_ && CpuHasAvx512bw();
   if (!h_.identity()) {
     // Each 4-tap group as 16 int16: (w0 w1) x3, 0 0, (w2 w3) x3, 0 0, matching the shuffle.
     const int groups = h_.taps / 4;
@@ -230,14 +370,47 @@ BicubicResampler::BicubicResampler(int64_t in_width, int64_t in_height, int64_t 
 }
 
 void BicubicResampler::Resize(const ImageBuffer& in, ImageBuffer& out) const {
-  Run(in, out, simd_ok_);
+  Run(in, out, Preferred());
 }
 
 void BicubicResampler::ResizeScalar(const ImageBuffer& in, ImageBuffer& out) const {
-  Run(in, out, false);
+  Run(in, out, Kernel::kScalar);
 }
 
-void BicubicResampler::Run(const ImageBuffer& in, ImageBuffer& out, bool simd) const {
+void BicubicResampler::ResizeWith(Kernel kernel, const ImageBuffer& in, ImageBuffer& out) const {
+  Require(Has(kernel), ErrorCode::kUnsupported, "resize: that kernel is not available here");
+  Run(in, out, kernel);
+}
+
+bool BicubicResampler::Has(Kernel kernel) const {
+  return kernel == Kernel::kScalar || (kernel == Kernel::kAvx2 && simd_ok_) ||
+         (kernel == Kernel::kAvx512 && avx512_ok_);
+}
+
+BicubicResampler::Kernel BicubicResampler::Preferred() const {
+  return avx512_ok_ ? Kernel::kAvx512 : simd_ok_ ? Kernel::kAvx2 : Kernel::kScalar;
+}
+
+void BicubicResampler::Horizontal(Kernel kernel, const ImageBuffer& in, int64_t y0, int64_t y1,
+                                  ImageBuffer& out) const {
+  switch (kernel) {
+    case Kernel::kAvx512:
+      if (vbmi_.ok) {
+        HorizontalAvx512(h_, vbmi_, in, y0, y1, out);
+        break;
+      }
+      [[fallthrough]];
+    case Kernel::kAvx2:
+      HorizontalAvx2(h_, h_simd_weights_.data(), in, y0, y1, out);
+      break;
+    case Kernel::kScalar:
+      HorizontalScalar(h_, in, y0, y1, out);
+      break;
+  }
+}
+
+void BicubicResampler::Run(const ImageBuffer& in, ImageBuffer& out, Kernel kernel) const {
+  const bool simd = kernel != Kernel::kScalar;
   Require(in.width == h_.in_size && in.height == v_.in_size, ErrorCode::kInternal,
           "resize: input size does not match the resampler");
   Require(
@@ -249,11 +422,7 @@ void BicubicResampler::Run(const ImageBuffer& in, ImageBuffer& out, bool simd) c
   }
   if (v_.identity()) {
     out.Allocate(h_.out_size, in.height, in.order);
-    if (simd) {
-      HorizontalAvx2(h_, h_simd_weights_.data(), in, 0, in.height, out);
-    } else {
-      HorizontalScalar(h_, in, 0, in.height, out);
-    }
+    Horizontal(kernel, in, 0, in.height, out);
     return;
   }
   // Only the source rows the vertical filter reads need the horizontal pass.
@@ -265,16 +434,14 @@ void BicubicResampler::Run(const ImageBuffer& in, ImageBuffer& out, bool simd) c
   int64_t offset = 0;
   if (!h_.identity()) {
     tmp.Allocate(h_.out_size, y1 - y0, in.order);
-    if (simd) {
-      HorizontalAvx2(h_, h_simd_weights_.data(), in, y0, y1, tmp);
-    } else {
-      HorizontalScalar(h_, in, y0, y1, tmp);
-    }
+    Horizontal(kernel, in, y0, y1, tmp);
     mid = &tmp;
     offset = y0;
   }
   out.Allocate(h_.out_size, v_.out_size, in.order);
-  if (simd) {
+  if (kernel == Kernel::kAvx512 && CpuHasAvx512bw()) {
+    VerticalAvx512(v_, *mid, offset, out);
+  } else if (simd) {
     VerticalAvx2(v_, *mid, offset, out);
   } else {
     VerticalScalar(v_, *mid, offset, out);

@@ -27,6 +27,14 @@ class BicubicResampler {
   // Same, without SIMD: the arithmetic every path must reproduce bit for bit (tests).
   void ResizeScalar(const ImageBuffer& in, ImageBuffer& out) const;
 
+  // The kernels Resize() picks from at run time (CPU features); tests run each. kAvx512: the
+  // VBMI horizontal kernel where its 128-byte window holds four outputs' taps (else AVX2's),
+  // and the AVX-512BW vertical kernel.
+  enum class Kernel { kScalar, kAvx2, kAvx512 };
+  bool Has(Kernel kernel) const;
+  Kernel Preferred() const;
+  void ResizeWith(Kernel kernel, const ImageBuffer& in, ImageBuffer& out) const;
+
   // One axis's filter: output sample i reads count[i] inputs from start[i] with weights
   // weights[i * taps ...] (zero beyond count[i]) in fixed point with `precision` bits.
   struct Axis {
@@ -42,12 +50,26 @@ class BicubicResampler {
   const Axis& horizontal() const { return h_; }
   const Axis& vertical() const { return v_; }
 
+  // Horizontal tables of the AVX-512 VBMI kernel (four outputs per step): per group of four
+  // outputs, 64 byte-permute indices of its first tap pair and, per tap pair, 32 int16 weights.
+  struct Vbmi {
+    bool ok = false;
+    int pairs = 0;
+    bool wide = false;  // taps span more than the first 64 bytes: read two windows
+    std::vector<uint8_t> offsets;
+    std::vector<int16_t> weights;
+  };
+
  private:
-  void Run(const ImageBuffer& in, ImageBuffer& out, bool simd) const;
+  void Run(const ImageBuffer& in, ImageBuffer& out, Kernel kernel) const;
+  void Horizontal(Kernel kernel, const ImageBuffer& in, int64_t y0, int64_t y1,
+                  ImageBuffer& out) const;
 
   Axis h_, v_;
   std::vector<int16_t> h_simd_weights_;  // per output, per 4 taps: 16 int16 (AVX2 layout)
   bool simd_ok_ = false;
+  Vbmi vbmi_;
+  bool avx512_ok_ = false;
 };
 
 }  // namespace m3::media

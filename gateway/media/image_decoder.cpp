@@ -1,4 +1,5 @@
-// Image decoding with OpenCV imgcodecs (and FFmpeg for GIF); see image_decoder.h.
+// Image decoding with libjpeg-turbo (JPEG), OpenCV imgcodecs and FFmpeg (GIF); see
+// image_decoder.h.
 #include "gateway/media/image_decoder.h"
 
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <opencv2/imgcodecs.hpp>
 #include <string>
 
+#include "gateway/media/exif_orientation.h"
+#include "gateway/media/jpeg_decoder.h"
 #include "gateway/media/video_decoder.h"
 #include "shared/error.h"
 
@@ -47,13 +50,24 @@ ImageBuffer DecodeGif(std::string_view bytes, const MediaLimits& limits) {
 }  // namespace
 
 ImageBuffer DecodeImage(std::string_view bytes, const ImageHeader& header,
-                        const MediaLimits& limits) {
+                        const MediaLimits& limits, const DecodeDraft& draft) {
   if (header.format == MediaFormat::kGif) return DecodeGif(bytes, limits);
   const cv::Mat encoded(1, static_cast<int>(bytes.size()), CV_8UC1,
                         const_cast<char*>(bytes.data()));
   const std::string what(FormatName(header.format));
   Require(header.format != MediaFormat::kJpeg || JpegHasEndMarker(bytes),
           ErrorCode::kInvalidArgument, "JPEG: truncated image data (no end-of-image marker)");
+  if (header.format == MediaFormat::kJpeg) {
+    int denom = 1;
+    if (draft.min_width > 0 && draft.min_height > 0) {
+      const bool swap = OrientationSwapsAxes(ReadJpegExifOrientation(bytes));
+      denom = JpegDraftDenominator(header.width, header.height,
+                                   swap ? draft.min_height : draft.min_width,
+                                   swap ? draft.min_width : draft.min_height);
+    }
+    if (auto rgb = DecodeJpeg(bytes, denom)) return std::move(*rgb);
+    // CMYK / YCCK: OpenCV's conversion below.
+  }
   try {
     if (header.format == MediaFormat::kPng && IsPng16BitGray(bytes)) {
       const cv::Mat gray = cv::imdecode(encoded, cv::IMREAD_ANYDEPTH | cv::IMREAD_GRAYSCALE);

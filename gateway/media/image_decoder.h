@@ -2,7 +2,8 @@
 // loader (PIL: exif_transpose, then convert("RGB")) does: EXIF orientation applied, alpha
 // dropped without compositing, grayscale and palette expanded, 16-bit samples reduced like
 // PIL (RGB/RGBA/LA: the high byte; plain 16-bit grayscale: clamped to 255). JPEG, PNG, WebP,
-// BMP and TIFF decode with OpenCV; GIF (first frame) with FFmpeg.
+// BMP and TIFF decode with OpenCV; GIF (first frame) with FFmpeg; JPEG with libjpeg-turbo
+// (see jpeg_decoder.h; CMYK JPEGs with OpenCV).
 #pragma once
 
 #include <string_view>
@@ -13,9 +14,16 @@
 
 namespace m3::media {
 
+// Permission to decode smaller than stored (JPEG DCT scaling, PIL's Image.draft): the result
+// may be any size of at least min_width x min_height (upright, after EXIF orientation).
+// Zero: full size. Formats without cheap reduced decoding ignore it.
+struct DecodeDraft {
+  int64_t min_width = 0, min_height = 0;
+};
+
 // `header` is ReadImageHeader(bytes), already checked against the limits. Throws
 // kInvalidArgument for corrupt or truncated data.
 ImageBuffer DecodeImage(std::string_view bytes, const ImageHeader& header,
-                        const MediaLimits& limits);
+                        const MediaLimits& limits, const DecodeDraft& draft = {});
 
 }  // namespace m3::media

@@ -1,14 +1,15 @@
 // MiniMax-M3 VL preprocessing rules; see m3_vision_processor.h.
 #include "gateway/media/m3_vision_processor.h"
 
+#include <immintrin.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+
 #include <nlohmann/json.hpp>
-#include <vector>
 
 #include "gateway/media/smart_resize.h"
 #include "shared/error.h"
@@ -24,6 +25,8 @@ M3VisionProcessor::M3VisionProcessor(M3VisionConfig config) : config_(config) {
     // The reference folds 1/255 into mean and std in float32, then computes (x - m) / s.
     const float m = static_cast<float>(config_.image_mean[c]) * 255.0f;
     const float s = static_cast<float>(config_.image_std[c]) * 255.0f;
+    mean255_[c] = m;
+    std255_[c] = s;
     for (int v = 0; v < 256; ++v) lut_[c][v] = (static_cast<float>(v) - m) / s;
   }
 }
@@ -80,45 +83,140 @@ PatchLayout M3VisionProcessor::Layout(int64_t frames, int64_t height, int64_t wi
   return layout;
 }
 
+namespace {
+
+// Where one patch of one frame goes: `dst` points at the patch's (channel 0, first_slot)
+// plane; planes of a patch are `plane` floats apart, channels `t * plane` apart.
+struct PatchWrite {
+  int64_t p, t, plane, first_slot, last_slot;
+  int ch[3];
+};
+
+// Copies the first slot's planes into the later slots this frame fills (temporal padding).
+void RepeatSlots(const PatchWrite& w, float* dst) {
+  for (int c = 0; c < 3; ++c) {
+    const float* from = dst + c * w.t * w.plane;
+    for (int64_t slot = 1; slot <= w.last_slot - w.first_slot; ++slot) {
+      std::memcpy(const_cast<float*>(from) + slot * w.plane, from, sizeof(float) * w.plane);
+    }
+  }
+}
+
+void PatchScalar(const PatchWrite& w, const float* const lut[3], const uint8_t* src, int64_t stride,
+                 float* dst) {
+  for (int c = 0; c < 3; ++c) {
+    const float* l = lut[c];
+    float* d = dst + c * w.t * w.plane;
+    const uint8_t* s = src + w.ch[c];
+    for (int64_t py = 0; py < w.p; ++py, s += stride, d += w.p) {
+      for (int64_t x = 0; x < w.p; ++x) d[x] = l[s[3 * x]];
+    }
+  }
+  RepeatSlots(w, dst);
+}
+
+// The frame's patch grid (in patches) and merge size, and the floats per output row.
+struct PatchGrid {
+  int64_t gh, gw, m, patch_dim;
+};
+
+// Patch rows of up to 16 pixels: the 48 bytes are split per channel with byte shuffles and
+// normalized with the same float subtract and divide as the table (IEEE, so bit-identical).
+__attribute__((target("avx2"))) void FrameAvx2(const PatchWrite& w, const PatchGrid& g,
+                                               const std::array<float, 3>& mean,
+                                               const std::array<float, 3>& stdv,
+                                               const ImageBuffer& frame, float* dst) {
+  __m128i shuf[3][3];
+  __m256 vmean[3], vstd[3];
+  for (int c = 0; c < 3; ++c) {
+    alignas(16) int8_t m[3][16];
+    std::memset(m, -1, sizeof m);
+    for (int i = 0; i < 16; ++i) {
+      const int byte = 3 * i + w.ch[c];
+      m[byte / 16][i] = static_cast<int8_t>(byte % 16);
+    }
+    for (int chunk = 0; chunk < 3; ++chunk) {
+      shuf[c][chunk] = _mm_load_si128(reinterpret_cast<const __m128i*>(m[chunk]));
+    }
+    vmean[c] = _mm256_set1_ps(mean[c]);
+    vstd[c] = _mm256_set1_ps(stdv[c]);
+  }
+  alignas(32) int32_t lo[8], hi[8];
+  for (int i = 0; i < 8; ++i) {
+    lo[i] = i < w.p ? -1 : 0;
+    hi[i] = i + 8 < w.p ? -1 : 0;
+  }
+  const __m256i mask_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
+  const __m256i mask_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
+  const int64_t stride = frame.row_bytes();
+  const int64_t p = w.p, m = g.m;
+  for (int64_t hb = 0; hb < g.gh / m; ++hb) {
+    for (int64_t wb = 0; wb < g.gw / m; ++wb) {
+      for (int64_t mh = 0; mh < m; ++mh) {
+        for (int64_t mw = 0; mw < m; ++mw, dst += g.patch_dim) {
+          const uint8_t* src = frame.row((hb * m + mh) * p) + (wb * m + mw) * p * 3;
+          float* d[3] = {dst, dst + w.t * w.plane, dst + 2 * w.t * w.plane};
+          for (int64_t py = 0; py < p; ++py, src += stride) {
+            const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+            const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
+            const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
+            for (int c = 0; c < 3; ++c) {
+              const __m128i v = _mm_or_si128(
+                  _mm_or_si128(_mm_shuffle_epi8(a, shuf[c][0]), _mm_shuffle_epi8(b, shuf[c][1])),
+                  _mm_shuffle_epi8(e, shuf[c][2]));
+              const __m256 flo = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+              const __m256 fhi = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+              _mm256_maskstore_ps(d[c], mask_lo,
+                                  _mm256_div_ps(_mm256_sub_ps(flo, vmean[c]), vstd[c]));
+              _mm256_maskstore_ps(d[c] + 8, mask_hi,
+                                  _mm256_div_ps(_mm256_sub_ps(fhi, vmean[c]), vstd[c]));
+              d[c] += p;
+            }
+          }
+          RepeatSlots(w, dst);
+        }
+      }
+    }
+  }
+}
+
+bool CpuHasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+}  // namespace
+
 void M3VisionProcessor::WriteFrame(const ImageBuffer& frame, int64_t index, int64_t count,
                                    float* out) const {
   const int64_t p = config_.patch_size, t = config_.temporal_patch_size, m = config_.merge_size;
   const PatchLayout layout = Layout(count, frame.height, frame.width);
   const int64_t gh = layout.grid_thw[1], gw = layout.grid_thw[2];
   const int64_t group = index / t;
-  const int64_t first_slot = index % t;
+  PatchWrite w{};
+  w.p = p;
+  w.t = t;
+  w.plane = p * p;
+  w.first_slot = index % t;
   // The last frame also fills the padding slots of its group (the reference repeats it).
-  const int64_t last_slot = index == count - 1 ? t - 1 : first_slot;
-  const int64_t plane = p * p;  // one (channel, slot) block of a patch
-  float* dst = out + group * gh * gw * layout.patch_dim;
+  w.last_slot = index == count - 1 ? t - 1 : w.first_slot;
+  for (int c = 0; c < 3; ++c) w.ch[c] = frame.ChannelIndex(c);
+  // Patches in the output's row order (merge blocks, block-major), so every write is
+  // contiguous within a patch and patches follow one another.
+  float* dst = out + group * gh * gw * layout.patch_dim + w.first_slot * w.plane;
+  const PatchGrid grid{gh, gw, m, layout.patch_dim};
+  // The vector path reads 48 bytes per patch row: past the frame only into its padding.
+  if (CpuHasAvx2() && p <= 16 && 3 * p + ImageBuffer::kPadding >= 48) {
+    FrameAvx2(w, grid, mean255_, std255_, frame, dst);
+    return;
+  }
   const float* lut[3] = {lut_[0].data(), lut_[1].data(), lut_[2].data()};
-  const int ch[3] = {frame.ChannelIndex(0), frame.ChannelIndex(1), frame.ChannelIndex(2)};
-  // One patch at a time, in the output's row order: its three channel planes are gathered
-  // into `planes` (L1-resident), then written out contiguously for each of this frame's slots.
-  std::vector<float> planes(static_cast<size_t>(3 * plane));
-  float* const pl[3] = {planes.data(), planes.data() + plane, planes.data() + 2 * plane};
   const int64_t stride = frame.row_bytes();
   for (int64_t hb = 0; hb < gh / m; ++hb) {
     for (int64_t wb = 0; wb < gw / m; ++wb) {
       for (int64_t mh = 0; mh < m; ++mh) {
         for (int64_t mw = 0; mw < m; ++mw, dst += layout.patch_dim) {
-          const uint8_t* src = frame.row((hb * m + mh) * p) + (wb * m + mw) * p * 3;
-          float *d0 = pl[0], *d1 = pl[1], *d2 = pl[2];
-          for (int64_t py = 0; py < p; ++py, src += stride, d0 += p, d1 += p, d2 += p) {
-            const uint8_t* s0 = src + ch[0];
-            const uint8_t* s1 = src + ch[1];
-            const uint8_t* s2 = src + ch[2];
-            for (int64_t x = 0; x < p; ++x) {
-              d0[x] = lut[0][s0[3 * x]];
-              d1[x] = lut[1][s1[3 * x]];
-              d2[x] = lut[2][s2[3 * x]];
-            }
-          }
-          for (int c = 0; c < 3; ++c) {
-            for (int64_t slot = first_slot; slot <= last_slot; ++slot) {
-              std::memcpy(dst + (c * t + slot) * plane, pl[c], sizeof(float) * plane);
-            }
-          }
+          PatchScalar(w, lut, frame.row((hb * m + mh) * p) + (wb * m + mw) * p * 3, stride, dst);
         }
       }
     }

@@ -58,7 +58,10 @@ class M3VisionProcessor : public VisionProcessor {
 
  private:
   M3VisionConfig config_;
-  std::array<std::array<float, 256>, 3> lut_;  // uint8 value -> normalized, per RGB channel
+  // The reference's normalization (x - mean255) / std255 in float32, per RGB channel: as a
+  // table for the scalar path, as the two constants for the vector path (same IEEE ops).
+  std::array<std::array<float, 256>, 3> lut_;
+  std::array<float, 3> mean255_{}, std255_{};
 };
 
 // Reads preprocessor_config.json / video_preprocessor_config.json from `model_dir` when they

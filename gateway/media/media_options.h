@@ -25,6 +25,10 @@ struct MediaLimits {
   int64_t max_video_frames_decoded = 100000;
   int64_t max_video_pixels_per_frame = 8192LL * 8192;  // per decoded frame
   int decoder_threads = 0;  // FFmpeg codec threads per video; 0 = FFmpeg's choice (one per core)
+  // Opt-in speed/accuracy trade: decode JPEGs at 1/2, 1/4 or 1/8 scale in the DCT domain when
+  // the result still covers the resize target (like PIL's Image.draft), then resample as usual.
+  // Not bit-exact with the reference (see tests/media/jpeg_draft_test.cpp for the bound).
+  bool jpeg_draft = false;
 };
 
 }  // namespace m3::media

@@ -3,10 +3,13 @@
 #include "gateway/media/media_preprocessor.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "gateway/media/animated_webp_decoder.h"
 #include "gateway/media/bicubic_resampler.h"
+#include "gateway/media/exif_orientation.h"
 #include "gateway/media/frame_sampler.h"
 #include "gateway/media/image_decoder.h"
 #include "gateway/media/image_header.h"
@@ -40,11 +43,18 @@ PreprocessedMedia MediaPreprocessor::ProcessImage(std::string_view bytes,
               " pixels is over the limit of " + std::to_string(limits_.max_image_pixels) +
               " pixels (decompression bomb guard)");
   Require(!header.animated || header.format != MediaFormat::kWebp, ErrorCode::kUnsupported,
-          "animated WebP is not supported (this FFmpeg and OpenCV cannot decode it)");
+          "animated WebP is not supported as an image (send it as a video)");
   // Shape checks (aspect ratio) before spending time on decoding.
   processor_->ImageResize(header.height, header.width, options);
 
-  const ImageBuffer decoded = DecodeImage(bytes, header, limits_);
+  DecodeDraft draft;
+  if (limits_.jpeg_draft && header.format == MediaFormat::kJpeg) {
+    const bool swap = OrientationSwapsAxes(ReadJpegExifOrientation(bytes));
+    const ResizeTarget t = processor_->ImageResize(swap ? header.width : header.height,
+                                                   swap ? header.height : header.width, options);
+    draft = {t.width, t.height};
+  }
+  const ImageBuffer decoded = DecodeImage(bytes, header, limits_, draft);
   const ResizeTarget target = processor_->ImageResize(decoded.height, decoded.width, options);
   ImageBuffer resized;
   ResizeTo(decoded, target, resized);
@@ -63,14 +73,22 @@ PreprocessedMedia MediaPreprocessor::ProcessImage(std::string_view bytes,
 PreprocessedMedia MediaPreprocessor::ProcessVideo(std::string_view bytes,
                                                   const MediaOptions& options) const {
   const MediaFormat format = SniffFormat(bytes);
-  Require(format != MediaFormat::kWebp, ErrorCode::kUnsupported,
-          "animated WebP is not supported as video (this FFmpeg cannot decode it)");
   Require(format != MediaFormat::kPng && format != MediaFormat::kJpeg &&
               format != MediaFormat::kBmp && format != MediaFormat::kTiff,
           ErrorCode::kInvalidArgument,
           "the data is a still " + std::string(FormatName(format)) + " image, not a video");
-  VideoDecoder decoder(bytes, limits_);
-  const VideoInfo& info = decoder.info();
+  // Animated WebP through libwebpdemux (FFmpeg 5.1 cannot decode it); everything else through
+  // FFmpeg. Both deliver frames at requested times the same way.
+  std::optional<AnimatedWebpDecoder> webp;
+  std::optional<VideoDecoder> av;
+  if (format == MediaFormat::kWebp) {
+    Require(ReadImageHeader(bytes).animated, ErrorCode::kInvalidArgument,
+            "the data is a still WebP image, not a video");
+    webp.emplace(bytes, limits_);
+  } else {
+    av.emplace(bytes, limits_);
+  }
+  const VideoInfo& info = webp ? webp->info() : av->info();
   const FrameSampling sampling = processor_->VideoSampling(options);
   if (sampling.all_frames) {
     Require(info.frame_count <= limits_.max_video_frames_decoded, ErrorCode::kTooLarge,
@@ -87,7 +105,7 @@ PreprocessedMedia MediaPreprocessor::ProcessVideo(std::string_view bytes,
   std::vector<ImageBuffer> frames;
   std::vector<double> stamps;
   frames.reserve(expected);
-  decoder.Decode(times, [&](const ImageBuffer& f, int64_t, double seconds) {
+  const VideoDecoder::FrameSink sink = [&](const ImageBuffer& f, int64_t, double seconds) {
     if (!resampler || resampler->horizontal().in_size != f.width ||
         resampler->vertical().in_size != f.height) {
       resampler =
@@ -97,7 +115,13 @@ PreprocessedMedia MediaPreprocessor::ProcessVideo(std::string_view bytes,
     resampler->Resize(f, frames.back());
     stamps.push_back(seconds);
     return true;
-  });
+  };
+  if (webp) {
+    webp->Decode(times, sink);
+  } else {
+    av->Decode(times, sink);
+  }
+  Require(!frames.empty(), ErrorCode::kInvalidArgument, "video: no frame could be decoded");
 
   const int64_t count = static_cast<int64_t>(frames.size());
   const PatchLayout layout = processor_->Layout(count, target.height, target.width);

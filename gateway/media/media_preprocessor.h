@@ -1,6 +1,7 @@
 // MediaPreprocessor: encoded image/video bytes -> flat patch tensor, grid, timestamps and the
-// prompt placeholder text. Owns decoding (OpenCV, FFmpeg), safety limits, frame sampling and
-// antialiased resampling; everything model-specific is asked of the VisionProcessor.
+// prompt placeholder text. Owns decoding (libjpeg-turbo, OpenCV, FFmpeg; animated WebP videos
+// through libwebpdemux), safety limits, frame sampling and antialiased resampling; everything
+// model-specific is asked of the VisionProcessor.
 // Thread-safe: all methods are const and share no mutable state.
 #pragma once
 

@@ -1,6 +1,8 @@
 // Magic-byte media detection (see media_sniffer.h).
 #include "gateway/net/media_sniffer.h"
 
+#include <cstdint>
+
 namespace m3::net {
 namespace {
 
@@ -20,7 +22,12 @@ SniffedFormat SniffMediaFormat(std::string_view b) {
   if (StartsWith(b, "\x89PNG\r\n\x1a\n"sv)) return {K::kImage, "png"};
   if (StartsWith(b, "\xff\xd8\xff"sv)) return {K::kImage, "jpeg"};
   if (StartsWith(b, "GIF87a") || StartsWith(b, "GIF89a")) return {K::kImage, "gif"};
-  if (StartsWith(b, "RIFF") && StartsWith(b, "WEBP", 8)) return {K::kImage, "webp"};
+  if (StartsWith(b, "RIFF") && StartsWith(b, "WEBP", 8)) {
+    // VP8X header with the animation flag: decoded as a video (libwebpdemux), not an image.
+    if (StartsWith(b, "VP8X", 12) && b.size() > 20 && (static_cast<uint8_t>(b[20]) & 0x02))
+      return {K::kVideo, "webp-animated"};
+    return {K::kImage, "webp"};
+  }
   if (StartsWith(b, "BM") && b.size() >= 26) return {K::kImage, "bmp"};
   if (StartsWith(b, "II*\0"sv) || StartsWith(b, "MM\0*"sv)) return {K::kImage, "tiff"};
   if (StartsWith(b, "ftyp", 4)) {

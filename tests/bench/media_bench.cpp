@@ -1,10 +1,15 @@
 // m3-bench-media: media pipeline timings, printed as JSON.
-//  - images: a 1920x1080 JPEG and a 3840x2160 PNG (generated deterministically), end to end
-//    (header, decode, resize, normalize + patchify) on one thread, the same stages separately,
-//    and the throughput of N threads each processing images;
+//  - images: a 1920x1080 JPEG and a 3840x2160 PNG (generated deterministically, with pixel
+//    noise), and a smoother 1080p JPEG (the golden astronaut photo upscaled), for the exact
+//    path and the opt-in fast-JPEG (DCT-scaled decode) mode: end to end (header, decode,
+//    resize, normalize + patchify) on one thread, the same stages separately, and the
+//    throughput of N threads each processing images; the speedup over the reference;
+//  - fast-JPEG accuracy: max/mean abs error against the exact path (normalized units) on the
+//    1080p frame and the golden photos (tests/data/m3-tiny/images, run from the repo root);
 //  - video: a 60 s 1080p H.264 clip (ffmpeg testsrc2, cached under /tmp) sampled at 1 and
 //    2 fps, against `ffmpeg -i clip -vf fps=F,scale=W:H -f null -` timed in the same run.
-// Medians of several runs. Usage: m3-bench-media [--runs N] [--threads N] [--no-video]
+// Medians of several runs.
+// Usage: m3-bench-media [--runs N] [--threads N] [--no-video] [--golden-images DIR]
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -107,24 +113,25 @@ int Run(const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-nlohmann::json BenchImage(const std::string& label, const std::string& bytes, int runs, int threads,
-                          const MediaPreprocessor& pre) {
+// One path (exact, or fast-JPEG draft) of one image: single-thread end to end and per stage.
+nlohmann::json BenchPath(const std::string& bytes, int runs, const MediaPreprocessor& pre) {
   const MediaOptions opts;
   const ImageHeader header = ReadImageHeader(bytes);
   pre.ProcessImage(bytes, opts);  // warm-up
   nlohmann::json j;
-  j["input"] = label;
-  j["bytes"] = bytes.size();
   double cpu = 0;
   j["end_to_end_ms"] = MedianMs(
       runs, [&] { pre.ProcessImage(bytes, opts); }, &cpu);
   j["end_to_end_cpu_ms"] = cpu;
-  // Stages, for the breakdown.
-  const ImageBuffer decoded = DecodeImage(bytes, header, pre.limits());
+  // Stages, for the breakdown (what ProcessImage does, one at a time).
+  const ResizeTarget t = pre.processor().ImageResize(header.height, header.width, opts);
+  DecodeDraft draft;
+  if (pre.limits().jpeg_draft) draft = {t.width, t.height};
+  const ImageBuffer decoded = DecodeImage(bytes, header, pre.limits(), draft);
+  j["decoded_to"] = {decoded.width, decoded.height};
   j["decode_ms"] = MedianMs(
-      runs, [&] { DecodeImage(bytes, header, pre.limits()); }, &cpu);
+      runs, [&] { DecodeImage(bytes, header, pre.limits(), draft); }, &cpu);
   j["decode_cpu_ms"] = cpu;
-  const ResizeTarget t = pre.processor().ImageResize(decoded.height, decoded.width, opts);
   ImageBuffer resized;
   j["resize_ms"] = MedianMs(
       runs,
@@ -133,31 +140,76 @@ nlohmann::json BenchImage(const std::string& label, const std::string& bytes, in
       },
       &cpu);
   j["resize_cpu_ms"] = cpu;
-  j["resize_scalar_ms"] = MedianMs(std::max(1, runs / 4), [&] {
-    BicubicResampler(decoded.width, decoded.height, t.width, t.height)
-        .ResizeScalar(decoded, resized);
-  });
   const PatchLayout layout = pre.processor().Layout(1, t.height, t.width);
   std::vector<float> out(layout.rows * layout.patch_dim);
   j["patchify_ms"] = MedianMs(
       runs, [&] { pre.processor().WriteFrame(resized, 0, 1, out.data()); }, &cpu);
   j["patchify_cpu_ms"] = cpu;
   j["resized_to"] = {t.width, t.height};
-  // N threads, each processing images back to back.
+  return j;
+}
+
+// N threads, each processing images back to back.
+nlohmann::json BenchThreads(const std::string& bytes, int runs, int threads,
+                            const MediaPreprocessor& pre) {
   const int per_thread = std::max(2, runs);
   const auto start = Clock::now();
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i) {
     pool.emplace_back([&] {
-      for (int k = 0; k < per_thread; ++k) pre.ProcessImage(bytes, opts);
+      for (int k = 0; k < per_thread; ++k) pre.ProcessImage(bytes, {});
     });
   }
   for (auto& th : pool) th.join();
   const double total = Ms(Clock::now() - start);
-  j["threads"] = threads;
-  j["threaded_images_per_s"] = 1000.0 * threads * per_thread / total;
-  j["threaded_ms_per_image"] = total / (threads * per_thread);
+  return {{"threads", threads},
+          {"images_per_s", 1000.0 * threads * per_thread / total},
+          {"ms_per_image", total / (threads * per_thread)}};
+}
+
+nlohmann::json BenchImage(const std::string& label, const std::string& bytes, int runs, int threads,
+                          const MediaPreprocessor& exact, const MediaPreprocessor& fast) {
+  nlohmann::json j;
+  j["input"] = label;
+  j["bytes"] = bytes.size();
+  j["exact"] = BenchPath(bytes, runs, exact);
+  j["exact"]["resize_scalar_ms"] = [&] {
+    const ImageHeader h = ReadImageHeader(bytes);
+    const ImageBuffer decoded = DecodeImage(bytes, h, exact.limits());
+    const ResizeTarget t = exact.processor().ImageResize(decoded.height, decoded.width, {});
+    ImageBuffer resized;
+    return MedianMs(std::max(1, runs / 4), [&] {
+      BicubicResampler(decoded.width, decoded.height, t.width, t.height)
+          .ResizeScalar(decoded, resized);
+    });
+  }();
+  j["fast_jpeg"] = BenchPath(bytes, runs, fast);
+  j["exact_threaded"] = BenchThreads(bytes, runs, threads, exact);
+  j["fast_jpeg_threaded"] = BenchThreads(bytes, runs, threads, fast);
   return j;
+}
+
+// Fast-JPEG mode against the exact path on the same JPEG, in normalized (model input) units.
+nlohmann::json DraftError(const std::string& label, const std::string& jpeg,
+                          const MediaOptions& opts, const MediaPreprocessor& exact,
+                          const MediaPreprocessor& fast) {
+  const PreprocessedMedia a = exact.ProcessImage(jpeg, opts);
+  const PreprocessedMedia b = fast.ProcessImage(jpeg, opts);
+  const auto x = a.pixel_values.as<float>();
+  const auto y = b.pixel_values.as<float>();
+  double max_err = 0, sum = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double d = std::abs(double(x[i]) - double(y[i]));
+    max_err = std::max(max_err, d);
+    sum += d;
+  }
+  const ImageHeader h = ReadImageHeader(jpeg);
+  return {{"input", label},
+          {"size", {h.width, h.height}},
+          {"max_pixels", opts.max_pixels ? *opts.max_pixels : 0},
+          {"resized_to", {a.grid_thw[2] * 14, a.grid_thw[1] * 14}},
+          {"max_abs_error", max_err},
+          {"mean_abs_error", sum / std::max<size_t>(1, x.size())}};
 }
 
 }  // namespace
@@ -166,6 +218,7 @@ int main(int argc, char** argv) {
   int runs = 9;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool video = true;
+  std::string data_dir = "tests/data/m3-tiny/images";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc)
@@ -174,19 +227,67 @@ int main(int argc, char** argv) {
       threads = std::max(1, std::atoi(argv[++i]));
     else if (a == "--no-video")
       video = false;
+    else if (a == "--golden-images" && i + 1 < argc)
+      data_dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: m3-bench-media [--runs N] [--threads N] [--no-video]\n");
+      std::fprintf(stderr,
+                   "usage: m3-bench-media [--runs N] [--threads N] [--no-video] "
+                   "[--golden-images DIR]\n");
       return 2;
     }
   }
-  const MediaPreprocessor pre(std::make_shared<M3VisionProcessor>(M3VisionConfig{}), MediaLimits{});
+  const auto processor = std::make_shared<M3VisionProcessor>(M3VisionConfig{});
+  const MediaPreprocessor pre(processor, MediaLimits{});
+  MediaLimits draft_limits;
+  draft_limits.jpeg_draft = true;
+  const MediaPreprocessor fast(processor, draft_limits);
   nlohmann::json report;
   report["cores"] = std::thread::hardware_concurrency();
   report["runs"] = runs;
   const std::string jpeg = Encode(".jpg", Picture(1920, 1080), {cv::IMWRITE_JPEG_QUALITY, 90});
   const std::string png = Encode(".png", Picture(3840, 2160), {cv::IMWRITE_PNG_COMPRESSION, 3});
-  report["images"] = {BenchImage("1920x1080 JPEG q90", jpeg, runs, threads, pre),
-                      BenchImage("3840x2160 PNG", png, std::max(3, runs / 2), threads, pre)};
+  // The reference: PIL JPEG decode + the HF image processor on one core, 1920x1080.
+  report["reference_ms"] = {{"decoded_frame", 23.1}, {"jpeg_decode_plus_processor", 42.3}};
+  report["images"] = {BenchImage("1920x1080 JPEG q90", jpeg, runs, threads, pre, fast),
+                      BenchImage("3840x2160 PNG (fast_jpeg: same path)", png, std::max(3, runs / 2),
+                                 threads, pre, fast)};
+  // Content matters to JPEG decoding (entropy decoding dominates noisy pictures): a smoother
+  // 1080p JPEG, the golden astronaut photo upscaled, as a second data point.
+  if (const cv::Mat photo = cv::imread(data_dir + "/photo_astronaut_512x512.png", cv::IMREAD_COLOR);
+      !photo.empty()) {
+    ImageBuffer src, big;
+    src.Allocate(photo.cols, photo.rows, ChannelOrder::kBGR);
+    for (int y = 0; y < photo.rows; ++y) std::memcpy(src.row(y), photo.ptr(y), src.row_bytes());
+    BicubicResampler(src.width, src.height, 1920, 1080).Resize(src, big);
+    const cv::Mat frame(1080, 1920, CV_8UC3, big.pixels.data());
+    report["images"].push_back(BenchImage("1920x1080 JPEG q90 (astronaut photo upscaled, smooth)",
+                                          Encode(".jpg", frame, {cv::IMWRITE_JPEG_QUALITY, 90}),
+                                          runs, threads, pre, fast));
+  }
+  const double ref = 42.3;
+  report["jpeg_1080p_speedup_vs_reference"] = {
+      {"exact", ref / report["images"][0]["exact"]["end_to_end_ms"].get<double>()},
+      {"fast_jpeg", ref / report["images"][0]["fast_jpeg"]["end_to_end_ms"].get<double>()}};
+
+  // Fast-JPEG accuracy: the 1080p frame, and the golden photos re-encoded as JPEG q95, at the
+  // default size limit (draft applies only when the target is at most half the stored size)
+  // and at max_pixels = 224*224, where it does.
+  nlohmann::json errors = nlohmann::json::array();
+  const std::string jpeg95 = Encode(".jpg", Picture(1920, 1080), {cv::IMWRITE_JPEG_QUALITY, 95});
+  errors.push_back(DraftError("1920x1080 synthetic JPEG q95", jpeg95, {}, pre, fast));
+  errors.push_back(DraftError("1920x1080 synthetic JPEG q90", jpeg, {}, pre, fast));
+  for (const auto& entry : std::filesystem::directory_iterator(data_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("photo_", 0) != 0 || entry.path().extension() != ".png") continue;
+    const cv::Mat photo = cv::imread(entry.path().string(), cv::IMREAD_COLOR);
+    if (photo.empty()) continue;
+    const std::string q95 = Encode(".jpg", photo, {cv::IMWRITE_JPEG_QUALITY, 95});
+    MediaOptions small;
+    small.max_pixels = 224 * 224;
+    errors.push_back(DraftError(name + " as JPEG q95", q95, {}, pre, fast));
+    errors.push_back(DraftError(name + " as JPEG q95", q95, small, pre, fast));
+  }
+  report["fast_jpeg_error"] = errors;
 
   if (video) {
     const std::string dir = "/tmp/m3-bench-media";

@@ -238,16 +238,23 @@ TEST_CASE("CLI: preprocess writes the tensors; bad input exits non-zero naming t
   CHECK(r.err.find("missing.png") != std::string::npos);
 }
 
-TEST_CASE("animated WebP is refused as unsupported (FFmpeg 5.1 has no animated WebP decoder)") {
+TEST_CASE("animated WebP: refused as an image, decoded as a video (libwebpdemux)") {
   const std::string path = Dir() + "/anim.webp";
   Ffmpeg({"-f", "lavfi", "-i", "testsrc2=size=64x48:rate=10", "-t", "1", "-c:v", "libwebp_anim",
           "-loop", "0", path});
   const std::string bytes = m3::test::ReadFile(path);
   CHECK(ReadImageHeader(bytes).animated);
   std::string msg;
-  CHECK(ErrorOf([&] { Pre().ProcessVideo(bytes, {}); }, &msg) == ErrorCode::kUnsupported);
+  CHECK(ErrorOf([&] { Pre().ProcessImage(bytes, {}); }, &msg) == ErrorCode::kUnsupported);
   CHECK(msg.find("animated WebP") != std::string::npos);
-  CHECK(ErrorOf([&] { Pre().ProcessImage(bytes, {}); }) == ErrorCode::kUnsupported);
+  MediaOptions all;
+  all.all_frames = true;
+  const PreprocessedMedia v = Pre().ProcessVideo(bytes, all);
+  CHECK(v.timestamps.size() == 10);
+  CHECK(v.grid_thw[0] == 5);
+  // Still and truncated WebPs are not videos.
+  CHECK(ErrorOf([&] { Pre().ProcessVideo(bytes.substr(0, bytes.size() / 2), {}); }) ==
+        ErrorCode::kInvalidArgument);
 }
 
 TEST_CASE("mutated files (deterministic byte flips and cuts) never crash the pipeline") {

@@ -1,5 +1,5 @@
-// BicubicResampler: the AVX2 kernels equal the scalar arithmetic bit for bit over many size
-// pairs (down, up, one axis unchanged, extreme ratios); SmartResize's rounding rules.
+// BicubicResampler: the AVX2 and AVX-512 kernels equal the scalar arithmetic bit for bit over many
+// size pairs (down, up, one axis unchanged, extreme ratios); SmartResize's rounding rules.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -14,10 +14,12 @@ using namespace m3::media;
 
 TEST_CASE("SIMD and scalar resampling agree exactly") {
   std::mt19937 rng(7);
-  const int sizes[][4] = {{53, 37, 56, 28},       {224, 224, 224, 224},  {451, 301, 448, 308},
-                          {1900, 17, 392, 28},    {1000, 700, 448, 308}, {3, 5, 28, 56},
-                          {640, 480, 640, 252},   {300, 200, 84, 200},   {97, 1013, 28, 2800},
-                          {1920, 1080, 896, 476}, {29, 31, 1400, 28}};
+  const int sizes[][4] = {
+      {53, 37, 56, 28},       {224, 224, 224, 224},   {451, 301, 448, 308}, {1900, 17, 392, 28},
+      {1000, 700, 448, 308},  {3, 5, 28, 56},         {640, 480, 640, 252}, {300, 200, 84, 200},
+      {97, 1013, 28, 2800},   {1920, 1080, 896, 476}, {29, 31, 1400, 28},   {1920, 1080, 896, 504},
+      {3840, 2160, 896, 504}, {960, 540, 896, 504},   {1000, 9, 998, 9},    {62, 40, 29, 31},
+      {7, 9, 5, 3},           {4000, 30, 28, 30},     {1001, 3, 333, 7}};
   for (const auto& s : sizes) {
     CAPTURE(s[0]);
     CAPTURE(s[1]);
@@ -35,6 +37,14 @@ TEST_CASE("SIMD and scalar resampling agree exactly") {
     REQUIRE(a.width == s[2]);
     REQUIRE(a.height == s[3]);
     CHECK(std::memcmp(a.pixels.data(), b.pixels.data(), s[2] * s[3] * 3) == 0);
+    // Every kernel this CPU offers, not only the one Resize() prefers.
+    for (auto k : {BicubicResampler::Kernel::kAvx2, BicubicResampler::Kernel::kAvx512}) {
+      if (!r.Has(k)) continue;
+      CAPTURE(static_cast<int>(k));
+      ImageBuffer c;
+      r.ResizeWith(k, in, c);
+      CHECK(std::memcmp(c.pixels.data(), b.pixels.data(), s[2] * s[3] * 3) == 0);
+    }
   }
 }
 

@@ -1,0 +1,23 @@
+// EXIF orientation: reading the Orientation tag (0x0112) from a JPEG's APP1 "Exif" segment and
+// turning decoded pixels upright the way PIL's ImageOps.exif_transpose does (all 8 values).
+#pragma once
+
+#include <string_view>
+
+#include "gateway/media/image_buffer.h"
+
+namespace m3::media {
+
+// 1..8 from the first APP1 Exif segment before the scan data; 1 (upright) when there is none
+// or it is malformed (a bad tag never fails an otherwise decodable image).
+int ReadJpegExifOrientation(std::string_view jpeg);
+
+// True for orientations 5..8, which swap width and height.
+inline bool OrientationSwapsAxes(int orientation) {
+  return orientation >= 5 && orientation <= 8;
+}
+
+// `in` turned upright for `orientation` (returned unchanged for 1 or unknown values).
+ImageBuffer ApplyExifOrientation(ImageBuffer in, int orientation);
+
+}  // namespace m3::media

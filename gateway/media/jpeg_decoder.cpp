@@ -1,0 +1,130 @@
+// libjpeg-turbo decoding (jpeglib API); see jpeg_decoder.h. libjpeg reports fatal errors
+// through error_exit, which must not return: it longjmps back to the setjmp in the small C-style
+// functions below, which hold nothing with a destructor.
+#include "gateway/media/jpeg_decoder.h"
+
+#include <jpeglib.h>
+#include <csetjmp>
+#include <cstdio>
+#include <string>
+
+#include "gateway/media/exif_orientation.h"
+#include "shared/error.h"
+
+namespace m3::media {
+namespace {
+
+struct ErrorState {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void OnError(j_common_ptr cinfo) {
+  auto* state = reinterpret_cast<ErrorState*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, state->message);
+  std::longjmp(state->jump, 1);
+}
+
+// Warnings (e.g. "Corrupt JPEG data: extraneous bytes") do not stop decoding, as in PIL.
+void OnMessage(j_common_ptr, int) {}
+
+// The decompressor with our error handler, reading `bytes`; jpeg_read_header done.
+// Returns false (message in state) on a libjpeg error.
+bool Open(jpeg_decompress_struct& cinfo, ErrorState& state, std::string_view bytes) {
+  cinfo.err = jpeg_std_error(&state.mgr);
+  state.mgr.error_exit = OnError;
+  state.mgr.emit_message = OnMessage;
+  state.message[0] = '\0';
+  if (setjmp(state.jump)) return false;
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()),
+               static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  return true;
+}
+
+// Sets the output parameters and computes the output size. False on a libjpeg error.
+bool Start(jpeg_decompress_struct& cinfo, ErrorState& state, int scale_denom) {
+  if (setjmp(state.jump)) return false;
+  cinfo.out_color_space = JCS_RGB;
+  cinfo.dct_method = JDCT_ISLOW;
+  cinfo.do_fancy_upsampling = TRUE;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = static_cast<unsigned int>(scale_denom);
+  jpeg_start_decompress(&cinfo);
+  return true;
+}
+
+// Reads every scanline into `out` (already sized to the output). False on a libjpeg error.
+bool ReadRows(jpeg_decompress_struct& cinfo, ErrorState& state, ImageBuffer& out) {
+  if (setjmp(state.jump)) return false;
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW rows[8];
+    const JDIMENSION first = cinfo.output_scanline;
+    const JDIMENSION n = std::min<JDIMENSION>(8, cinfo.output_height - first);
+    for (JDIMENSION i = 0; i < n; ++i) rows[i] = out.row(first + i);
+    jpeg_read_scanlines(&cinfo, rows, n);
+  }
+  jpeg_finish_decompress(&cinfo);
+  return true;
+}
+
+// Owns the decompressor so it is destroyed on every path, exceptions included.
+struct Decompressor {
+  jpeg_decompress_struct cinfo{};
+  ErrorState state{};
+  bool created = false;
+  ~Decompressor() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+  }
+  [[noreturn]] void Fail() const {
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        std::string("JPEG: cannot decode: ") + (state.message[0] ? state.message : "corrupt data"));
+  }
+  void OpenOrThrow(std::string_view bytes) {
+    created = true;  // jpeg_create_decompress runs first; destroying a partial one is safe
+    if (!Open(cinfo, state, bytes)) Fail();
+  }
+};
+
+}  // namespace
+
+JpegInfo ReadJpegInfo(std::string_view bytes) {
+  Decompressor d;
+  d.OpenOrThrow(bytes);
+  JpegInfo info;
+  info.width = d.cinfo.image_width;
+  info.height = d.cinfo.image_height;
+  info.cmyk = d.cinfo.jpeg_color_space == JCS_CMYK || d.cinfo.jpeg_color_space == JCS_YCCK;
+  info.orientation = ReadJpegExifOrientation(bytes);
+  return info;
+}
+
+int JpegDraftDenominator(int64_t width, int64_t height, int64_t min_width, int64_t min_height) {
+  for (int d : {8, 4, 2}) {
+    // libjpeg rounds scaled sizes up.
+    if ((width + d - 1) / d >= min_width && (height + d - 1) / d >= min_height) return d;
+  }
+  return 1;
+}
+
+std::optional<ImageBuffer> DecodeJpeg(std::string_view bytes, int scale_denom) {
+  Require(scale_denom == 1 || scale_denom == 2 || scale_denom == 4 || scale_denom == 8,
+          ErrorCode::kInternal, "JPEG: scale must be 1/1, 1/2, 1/4 or 1/8");
+  Decompressor d;
+  d.OpenOrThrow(bytes);
+  if (d.cinfo.jpeg_color_space == JCS_CMYK || d.cinfo.jpeg_color_space == JCS_YCCK) {
+    return std::nullopt;
+  }
+  if (!Start(d.cinfo, d.state, scale_denom)) d.Fail();
+  Require(d.cinfo.output_components == 3, ErrorCode::kInvalidArgument,
+          "JPEG: unexpected component count after RGB conversion");
+  ImageBuffer out;
+  out.Allocate(d.cinfo.output_width, d.cinfo.output_height, ChannelOrder::kRGB);
+  if (!ReadRows(d.cinfo, d.state, out)) d.Fail();
+  return ApplyExifOrientation(std::move(out), ReadJpegExifOrientation(bytes));
+}
+
+}  // namespace m3::media
