@@ -52,20 +52,6 @@ void CheckExact(const std::string& bytes, const ImageBuffer& pixels) {
   CHECK(MaxAbsDiff(got.pixel_values, want) == 0.0);
 }
 
-// Inserts an EXIF APP1 segment with only an Orientation tag right after the JPEG SOI.
-std::string WithExifOrientation(const std::string& jpeg, uint16_t orientation) {
-  const std::string tiff = std::string("MM\0*\0\0\0\x08", 8) + std::string("\0\x01", 2) +
-                           std::string("\x01\x12\0\x03\0\0\0\x01", 8) + std::string(1, '\0') +
-                           std::string(1, char(orientation)) + std::string("\0\0", 2) +
-                           std::string("\0\0\0\0", 4);
-  const std::string payload = std::string("Exif\0\0", 6) + tiff;
-  const size_t len = payload.size() + 2;
-  std::string app1 = "\xFF\xE1";
-  app1 += char(len >> 8);
-  app1 += char(len & 0xff);
-  return jpeg.substr(0, 2) + app1 + payload + jpeg.substr(2);
-}
-
 }  // namespace
 
 TEST_CASE("lossless formats decode to the exact pixels: PNG, BMP, TIFF, WebP lossless") {
@@ -103,7 +89,7 @@ TEST_CASE("JPEG and lossy WebP decode like libjpeg/libwebp and stay close to the
 TEST_CASE("EXIF orientation is applied (JPEG orientation 6 = rotate 90 clockwise)") {
   const cv::Mat pic = Picture();
   const std::string plain = Encode(".jpg", pic, {cv::IMWRITE_JPEG_QUALITY, 95});
-  const std::string rotated = WithExifOrientation(plain, 6);
+  const std::string rotated = WithApp1(plain, OrientationTiff(6, /*little_endian=*/false));
   const cv::Mat decoded = cv::imdecode(
       cv::Mat(1, int(plain.size()), CV_8UC1, const_cast<char*>(plain.data())), cv::IMREAD_COLOR);
   cv::Mat turned;

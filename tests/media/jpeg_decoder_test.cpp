@@ -69,27 +69,6 @@ void CheckSamePixels(const ImageBuffer& a, const ImageBuffer& b) {
   CHECK(std::memcmp(a.pixels.data(), b.pixels.data(), a.width * a.height * 3) == 0);
 }
 
-// Inserts an APP1 Exif segment (TIFF body `tiff`) right after the SOI.
-std::string WithApp1(const std::string& jpeg, const std::string& tiff) {
-  const std::string payload = std::string("Exif\0\0", 6) + tiff;
-  const size_t len = payload.size() + 2;
-  std::string app1 = "\xFF\xE1";
-  app1 += char(len >> 8);
-  app1 += char(len & 0xff);
-  return jpeg.substr(0, 2) + app1 + payload + jpeg.substr(2);
-}
-
-std::string OrientationTiff(uint16_t orientation, bool little_endian) {
-  if (little_endian) {
-    return std::string("II*\0\x08\0\0\0", 8) + std::string("\x01\0", 2) +
-           std::string("\x12\x01\x03\0\x01\0\0\0", 8) + std::string(1, char(orientation)) +
-           std::string("\0\0\0", 3) + std::string("\0\0\0\0", 4);
-  }
-  return std::string("MM\0*\0\0\0\x08", 8) + std::string("\0\x01", 2) +
-         std::string("\x01\x12\0\x03\0\0\0\x01", 8) + std::string(1, '\0') +
-         std::string(1, char(orientation)) + std::string("\0\0", 2) + std::string("\0\0\0\0", 4);
-}
-
 // Pixel (x, y) of the upright picture, per the EXIF definition of each orientation: where
 // the stored picture's first row and column end up.
 const uint8_t* Upright(const ImageBuffer& stored, int orientation, int64_t x, int64_t y) {
