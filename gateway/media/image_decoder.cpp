@@ -29,13 +29,6 @@ bool JpegHasEndMarker(std::string_view b) {
   return sos != std::string_view::npos && b.find("\xFF\xD9", sos + 2) != std::string_view::npos;
 }
 
-ImageBuffer FromMat(const cv::Mat& m) {
-  ImageBuffer out;
-  out.Allocate(m.cols, m.rows, ChannelOrder::kBGR);
-  for (int y = 0; y < m.rows; ++y) std::memcpy(out.row(y), m.ptr(y), out.row_bytes());
-  return out;
-}
-
 ImageBuffer DecodeGif(std::string_view bytes, const MediaLimits& limits) {
   VideoDecoder decoder(bytes, limits);
   ImageBuffer first;
@@ -95,10 +88,17 @@ ImageBuffer DecodeImage(std::string_view bytes, const ImageHeader& header,
     Require(!target.empty() && target.type() == CV_8UC3, ErrorCode::kInvalidArgument,
             what + ": corrupt or truncated image data");
     if (target.data == out.pixels.data() && target.isContinuous()) return out;
-    return FromMat(target);
+    return ImageBufferFromBgrMat(target);
   } catch (const cv::Exception& e) {
     throw Error(ErrorCode::kInvalidArgument, what + ": cannot decode: " + e.what());
   }
+}
+
+ImageBuffer ImageBufferFromBgrMat(const cv::Mat& bgr) {
+  ImageBuffer out;
+  out.Allocate(bgr.cols, bgr.rows, ChannelOrder::kBGR);
+  for (int y = 0; y < bgr.rows; ++y) std::memcpy(out.row(y), bgr.ptr(y), out.row_bytes());
+  return out;
 }
 
 }  // namespace m3::media

@@ -12,7 +12,14 @@
 #include "gateway/media/image_header.h"
 #include "gateway/media/media_options.h"
 
+namespace cv {
+class Mat;
+}
+
 namespace m3::media {
+
+// Copies an 8-bit BGR OpenCV image (what imdecode and imread give) into an ImageBuffer.
+ImageBuffer ImageBufferFromBgrMat(const cv::Mat& bgr);
 
 // Permission to decode smaller than stored (JPEG DCT scaling, PIL's Image.draft): the result
 // may be any size of at least min_width x min_height (upright, after EXIF orientation).

@@ -255,9 +255,8 @@ int main(int argc, char** argv) {
   // 1080p JPEG, the golden astronaut photo upscaled, as a second data point.
   if (const cv::Mat photo = cv::imread(data_dir + "/photo_astronaut_512x512.png", cv::IMREAD_COLOR);
       !photo.empty()) {
-    ImageBuffer src, big;
-    src.Allocate(photo.cols, photo.rows, ChannelOrder::kBGR);
-    for (int y = 0; y < photo.rows; ++y) std::memcpy(src.row(y), photo.ptr(y), src.row_bytes());
+    const ImageBuffer src = ImageBufferFromBgrMat(photo);
+    ImageBuffer big;
     BicubicResampler(src.width, src.height, 1920, 1080).Resize(src, big);
     const cv::Mat frame(1080, 1920, CV_8UC3, big.pixels.data());
     report["images"].push_back(BenchImage("1920x1080 JPEG q90 (astronaut photo upscaled, smooth)",

@@ -7,6 +7,7 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "gateway/media/animated_webp_decoder.h"
+#include "gateway/media/image_decoder.h"
 #include "gateway/media/image_header.h"
 #include "tests/media/media_test_util.h"
 
@@ -26,13 +27,6 @@ cv::Mat Frame(int k) {
     for (int x = 0; x < kW; ++x)
       m.at<cv::Vec3b>(y, x) = {uint8_t(3 * x + 20 * k), uint8_t(4 * y + 7 * k), uint8_t(40 * k)};
   return m;
-}
-
-ImageBuffer Rgb(const cv::Mat& bgr) {
-  ImageBuffer b;
-  b.Allocate(bgr.cols, bgr.rows, ChannelOrder::kBGR);
-  for (int y = 0; y < bgr.rows; ++y) std::memcpy(b.row(y), bgr.ptr(y), b.row_bytes());
-  return b;
 }
 
 const std::string& Animation() {
@@ -61,7 +55,8 @@ HostTensor ExpectedVideo(const std::vector<int>& frames, const MediaOptions& opt
   HostTensor out(DType::kF32, {layout.rows, layout.patch_dim});
   for (int64_t i = 0; i < n; ++i) {
     ImageBuffer resized;
-    BicubicResampler(kW, kH, t.width, t.height).Resize(Rgb(Frame(frames[i])), resized);
+    BicubicResampler(kW, kH, t.width, t.height)
+        .Resize(ImageBufferFromBgrMat(Frame(frames[i])), resized);
     Processor()->WriteFrame(resized, i, n, out.as<float>().data());
   }
   return out;

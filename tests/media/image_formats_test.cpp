@@ -9,6 +9,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <thread>
 
+#include "gateway/media/image_decoder.h"
 #include "gateway/media/image_header.h"
 #include "tests/media/media_test_util.h"
 
@@ -32,13 +33,6 @@ cv::Mat Picture(int w = 200, int h = 150) {
   return m;
 }
 
-ImageBuffer FromBgr(const cv::Mat& m) {
-  ImageBuffer b;
-  b.Allocate(m.cols, m.rows, ChannelOrder::kBGR);
-  for (int y = 0; y < m.rows; ++y) std::memcpy(b.row(y), m.ptr(y), b.row_bytes());
-  return b;
-}
-
 std::string Encode(const std::string& ext, const cv::Mat& m, const std::vector<int>& params = {}) {
   std::vector<uint8_t> buf;
   REQUIRE(cv::imencode(ext, m, buf, params));
@@ -56,7 +50,7 @@ void CheckExact(const std::string& bytes, const ImageBuffer& pixels) {
 
 TEST_CASE("lossless formats decode to the exact pixels: PNG, BMP, TIFF, WebP lossless") {
   const cv::Mat pic = Picture();
-  const ImageBuffer pixels = FromBgr(pic);
+  const ImageBuffer pixels = ImageBufferFromBgrMat(pic);
   for (const std::string ext : {".png", ".bmp", ".tiff"}) {
     CAPTURE(ext);
     CheckExact(Encode(ext, pic), pixels);
@@ -79,9 +73,9 @@ TEST_CASE("JPEG and lossy WebP decode like libjpeg/libwebp and stay close to the
     CHECK(h.height == 150);
     const cv::Mat decoded = cv::imdecode(
         cv::Mat(1, int(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data())), cv::IMREAD_COLOR);
-    CheckExact(bytes, FromBgr(decoded));
+    CheckExact(bytes, ImageBufferFromBgrMat(decoded));
     const PreprocessedMedia got = Pre().ProcessImage(bytes, {});
-    CHECK(MeanAbsDiff(got.pixel_values, ExpectedImage(FromBgr(pic))) <
+    CHECK(MeanAbsDiff(got.pixel_values, ExpectedImage(ImageBufferFromBgrMat(pic))) <
           0.25);  // 4:2:0 chroma on sharp edges
   }
 }
@@ -95,7 +89,7 @@ TEST_CASE("EXIF orientation is applied (JPEG orientation 6 = rotate 90 clockwise
   cv::Mat turned;
   cv::rotate(decoded, turned, cv::ROTATE_90_CLOCKWISE);
   const PreprocessedMedia got = Pre().ProcessImage(rotated, {});
-  const HostTensor want = ExpectedImage(FromBgr(turned));
+  const HostTensor want = ExpectedImage(ImageBufferFromBgrMat(turned));
   CHECK(MaxAbsDiff(got.pixel_values, want) == 0.0);
   // 150 wide x 200 high once turned: grid rows > grid columns.
   CHECK(got.grid_thw[1] > got.grid_thw[2]);
@@ -110,7 +104,7 @@ TEST_CASE("grayscale, RGBA and 16-bit PNGs convert like PIL's convert('RGB')") {
     cv::Mat three;
     cv::Mat planes[] = {gray, gray, gray};
     cv::merge(planes, 3, three);
-    CheckExact(Encode(".png", gray), FromBgr(three));
+    CheckExact(Encode(".png", gray), ImageBufferFromBgrMat(three));
   }
   SUBCASE("alpha is dropped without compositing") {
     cv::Mat bgra(pic.rows, pic.cols, CV_8UC4);
@@ -120,7 +114,7 @@ TEST_CASE("grayscale, RGBA and 16-bit PNGs convert like PIL's convert('RGB')") {
         bgra.at<cv::Vec4b>(y, x) = {p[0], p[1], p[2], static_cast<uint8_t>(x % 256)};
       }
     }
-    CheckExact(Encode(".png", bgra), FromBgr(pic));
+    CheckExact(Encode(".png", bgra), ImageBufferFromBgrMat(pic));
   }
   SUBCASE("16-bit RGB keeps the high byte") {
     cv::Mat deep(pic.rows, pic.cols, CV_16UC3);
@@ -131,7 +125,7 @@ TEST_CASE("grayscale, RGBA and 16-bit PNGs convert like PIL's convert('RGB')") {
                                     uint16_t(p[2] * 256 + 255)};
       }
     }
-    CheckExact(Encode(".png", deep), FromBgr(pic));
+    CheckExact(Encode(".png", deep), ImageBufferFromBgrMat(pic));
   }
   SUBCASE("16-bit grayscale is clamped to 255 (PIL's I;16 -> RGB)") {
     cv::Mat deep(pic.rows, pic.cols, CV_16UC1);
@@ -144,7 +138,7 @@ TEST_CASE("grayscale, RGBA and 16-bit PNGs convert like PIL's convert('RGB')") {
         three.at<cv::Vec3b>(y, x) = {c, c, c};
       }
     }
-    CheckExact(Encode(".png", deep), FromBgr(three));
+    CheckExact(Encode(".png", deep), ImageBufferFromBgrMat(three));
   }
 }
 
