@@ -79,7 +79,15 @@ std::vector<int64_t> ToInt64(const TensorView& v, const std::string& name) {
 HostTensor::HostTensor(DType dtype, Shape shape)
     : dtype_(dtype),
       shape_(std::move(shape)),
-      bytes_(static_cast<size_t>(NumElements(shape_)) * DTypeSize(dtype)) {}
+      bytes_(static_cast<size_t>(NumElements(shape_)) * DTypeSize(dtype), 0) {}
+
+HostTensor HostTensor::Uninitialized(DType dtype, Shape shape) {
+  HostTensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.bytes_.resize(static_cast<size_t>(NumElements(t.shape_)) * DTypeSize(dtype));
+  return t;
+}
 
 HostTensor HostTensor::FromFloat(Shape shape, std::vector<float> values) {
   HostTensor t(DType::kF32, std::move(shape));

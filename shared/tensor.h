@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/default_init_allocator.h"
 #include "shared/dtype.h"
 
 namespace m3 {
@@ -39,7 +40,9 @@ std::vector<int64_t> ToInt64(const TensorView& view, const std::string& name);
 class HostTensor {
  public:
   HostTensor() = default;
-  HostTensor(DType dtype, Shape shape);
+  HostTensor(DType dtype, Shape shape);  // zero-filled
+  // For outputs a kernel writes completely: the bytes start uninitialized.
+  static HostTensor Uninitialized(DType dtype, Shape shape);
   static HostTensor FromFloat(Shape shape, std::vector<float> values);
   static HostTensor FromInt64(Shape shape, const std::vector<int64_t>& values);
 
@@ -62,7 +65,7 @@ class HostTensor {
  private:
   DType dtype_ = DType::kF32;
   Shape shape_;
-  std::vector<uint8_t> bytes_;
+  std::vector<uint8_t, DefaultInitAllocator<uint8_t>> bytes_;
 };
 
 }  // namespace m3

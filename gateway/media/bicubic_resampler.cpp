@@ -78,14 +78,13 @@ inline uint8_t Clamp8(int32_t v) {
   return static_cast<uint8_t>(std::clamp(v, 0, 255));
 }
 
-// Rows [y0, y1) of `in` resampled horizontally into the same rows of `out` (out row r = in
-// row y0 + r).
+// Rows [y0, y1) of `in` resampled horizontally into rows out_y0.. of `out`.
 void HorizontalScalar(const BicubicResampler::Axis& ax, const ImageBuffer& in, int64_t y0,
-                      int64_t y1, ImageBuffer& out) {
+                      int64_t y1, ImageBuffer& out, int64_t out_y0) {
   const int32_t half = 1 << (ax.precision - 1);
   for (int64_t y = y0; y < y1; ++y) {
     const uint8_t* src = in.row(y);
-    uint8_t* dst = out.row(y - y0);
+    uint8_t* dst = out.row(out_y0 + y - y0);
     for (int64_t x = 0; x < ax.out_size; ++x) {
       const int16_t* w = ax.weights.data() + x * ax.taps;
       const uint8_t* p = src + static_cast<int64_t>(ax.start[x]) * 3;
@@ -102,13 +101,13 @@ void HorizontalScalar(const BicubicResampler::Axis& ax, const ImageBuffer& in, i
   }
 }
 
-// Vertical pass; `in` row r holds source row y_offset + r.
+// Vertical pass for output rows [oy0, oy1); `in` row r holds source row y_offset + r.
 void VerticalScalar(const BicubicResampler::Axis& ax, const ImageBuffer& in, int64_t y_offset,
-                    ImageBuffer& out) {
+                    ImageBuffer& out, int64_t oy0, int64_t oy1) {
   const int32_t half = 1 << (ax.precision - 1);
   const int64_t n = out.row_bytes();
   std::vector<int32_t> acc(n);
-  for (int64_t y = 0; y < ax.out_size; ++y) {
+  for (int64_t y = oy0; y < oy1; ++y) {
     std::fill(acc.begin(), acc.end(), half);
     const int16_t* w = ax.weights.data() + y * ax.taps;
     for (int k = 0; k < ax.count[y]; ++k) {
@@ -124,7 +123,7 @@ void VerticalScalar(const BicubicResampler::Axis& ax, const ImageBuffer& in, int
 __attribute__((target("avx2"))) void HorizontalAvx2(const BicubicResampler::Axis& ax,
                                                     const int16_t* simd_weights,
                                                     const ImageBuffer& in, int64_t y0, int64_t y1,
-                                                    ImageBuffer& out) {
+                                                    ImageBuffer& out, int64_t out_y0) {
   // Four source pixels (12 bytes) -> two pairs of taps, each pair as (c0 c0' c1 c1' c2 c2' 0 0).
   const __m128i shuffle = _mm_setr_epi8(0, 3, 1, 4, 2, 5, -1, -1, 6, 9, 7, 10, 8, 11, -1, -1);
   const __m128i half = _mm_set1_epi32(1 << (ax.precision - 1));
@@ -132,7 +131,7 @@ __attribute__((target("avx2"))) void HorizontalAvx2(const BicubicResampler::Axis
   const int groups_stride = ax.taps / 4;
   for (int64_t y = y0; y < y1; ++y) {
     const uint8_t* src = in.row(y);
-    uint8_t* dst = out.row(y - y0);
+    uint8_t* dst = out.row(out_y0 + y - y0);
     for (int64_t x = 0; x < ax.out_size; ++x) {
       const uint8_t* p = src + static_cast<int64_t>(ax.start[x]) * 3;
       const __m256i* w = reinterpret_cast<const __m256i*>(simd_weights) + x * groups_stride;
@@ -154,11 +153,11 @@ __attribute__((target("avx2"))) void HorizontalAvx2(const BicubicResampler::Axis
 
 __attribute__((target("avx2"))) void VerticalAvx2(const BicubicResampler::Axis& ax,
                                                   const ImageBuffer& in, int64_t y_offset,
-                                                  ImageBuffer& out) {
+                                                  ImageBuffer& out, int64_t oy0, int64_t oy1) {
   const __m256i half = _mm256_set1_epi32(1 << (ax.precision - 1));
   const __m128i shift = _mm_cvtsi32_si128(ax.precision);
   const int64_t n = out.row_bytes();
-  for (int64_t y = 0; y < ax.out_size; ++y) {
+  for (int64_t y = oy0; y < oy1; ++y) {
     const int16_t* w = ax.weights.data() + y * ax.taps;
     const int count = ax.count[y];
     const uint8_t* base = in.row(ax.start[y] - y_offset);
@@ -197,62 +196,80 @@ __attribute__((target("avx2"))) void VerticalAvx2(const BicubicResampler::Axis& 
 }
 
 // Four output pixels per step (AVX-512 VBMI): their source spans fit one 64-byte load (two for
-// wider filters), from
-// which vpermb builds, per pair of taps, each pixel's (c0 c0' c1 c1' c2 c2' x x) words in its
-// own 128-bit lane; the weights of the x words are zero. Same integer sums as the scalar path.
-// GCC 12's AVX-512 headers use _mm512_undefined_* internally, which trips
+// wider filters), from which vpermb builds, per pair of taps, each pixel's (c0 c0' c1 c1' c2 c2' x
+// x) words in its own 128-bit lane; the weights of the x words are zero. Same integer sums as the
+// scalar path. GCC 12's AVX-512 headers use _mm512_undefined_* internally, which trips
 // -Wmaybe-uninitialized (a known false positive).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void HorizontalAvx512(
-    const BicubicResampler::Axis& ax, const BicubicResampler::Vbmi& k, const ImageBuffer& in,
-    int64_t y0, int64_t y1, ImageBuffer& out) {
+// Rows go through in pairs: each table load (byte-permute indices, weights) serves two rows.
+template <int kRows>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) inline void HorizontalRowsAvx512(
+    const BicubicResampler::Axis& ax, const BicubicResampler::Vbmi& k, const uint8_t* const* src,
+    uint8_t* const* dst) {
   const __m512i half = _mm512_set1_epi32(1 << (ax.precision - 1));
   const __m128i shift = _mm_cvtsi32_si128(ax.precision);
   const __m512i step = _mm512_set1_epi8(6);
   const __m128i compact = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
   const int64_t groups = (ax.out_size + 3) / 4;
-  for (int64_t y = y0; y < y1; ++y) {
-    const uint8_t* src = in.row(y);
-    uint8_t* dst = out.row(y - y0);
-    const __m512i* w = reinterpret_cast<const __m512i*>(k.weights.data());
-    const __m512i* offs = reinterpret_cast<const __m512i*>(k.offsets.data());
-    for (int64_t g = 0; g < groups; ++g) {
-      const uint8_t* p = src + static_cast<int64_t>(ax.start[4 * g]) * 3;
-      const __m512i raw = _mm512_loadu_si512(p);
-      __m512i idx = _mm512_loadu_si512(offs + g);
-      __m512i acc = half;
-      if (k.wide) {  // two windows: index bit 6 picks the second 64 bytes
-        const __m512i raw_hi = _mm512_loadu_si512(p + 64);
-        for (int j = 0; j < k.pairs; ++j) {
-          const __m512i v = _mm512_maskz_permutex2var_epi8(0x5555555555555555ULL, raw, idx, raw_hi);
-          acc = _mm512_add_epi32(acc, _mm512_madd_epi16(v, _mm512_loadu_si512(w++)));
-          idx = _mm512_add_epi8(idx, step);
-        }
-      } else {
-        for (int j = 0; j < k.pairs; ++j) {
-          const __m512i v = _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL, idx, raw);
-          acc = _mm512_add_epi32(acc, _mm512_madd_epi16(v, _mm512_loadu_si512(w++)));
-          idx = _mm512_add_epi8(idx, step);
-        }
-      }
-      acc = _mm512_max_epi32(_mm512_sra_epi32(acc, shift), _mm512_setzero_si512());
-      const __m128i px = _mm_shuffle_epi8(_mm512_cvtusepi32_epi8(acc), compact);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 12 * g), px);  // 4 bytes of slack
+  const __m512i* w = reinterpret_cast<const __m512i*>(k.weights.data());
+  const __m512i* offs = reinterpret_cast<const __m512i*>(k.offsets.data());
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t at = static_cast<int64_t>(ax.start[4 * g]) * 3;
+    __m512i raw[kRows], raw_hi[kRows], acc[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      raw[r] = _mm512_loadu_si512(src[r] + at);
+      // Two windows for wide filters: index bit 6 picks the second 64 bytes.
+      raw_hi[r] = k.wide ? _mm512_loadu_si512(src[r] + at + 64) : raw[r];
+      acc[r] = half;
     }
+    __m512i idx = _mm512_loadu_si512(offs + g);
+    for (int j = 0; j < k.pairs; ++j) {
+      const __m512i wj = _mm512_loadu_si512(w++);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512i v =
+            _mm512_maskz_permutex2var_epi8(0x5555555555555555ULL, raw[r], idx, raw_hi[r]);
+        acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(v, wj));
+      }
+      idx = _mm512_add_epi8(idx, step);
+    }
+    // Exactly this group's bytes: the rows are written together, so a store running past a
+    // row's end would land on the next row's first pixels, already written.
+    const __mmask16 bytes = g + 1 < groups ? 0x0FFF : (1u << (3 * (ax.out_size - 4 * g))) - 1;
+    for (int r = 0; r < kRows; ++r) {
+      const __m512i a = _mm512_max_epi32(_mm512_sra_epi32(acc[r], shift), _mm512_setzero_si512());
+      const __m128i px = _mm_shuffle_epi8(_mm512_cvtusepi32_epi8(a), compact);
+      _mm_mask_storeu_epi8(dst[r] + 12 * g, bytes, px);
+    }
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void HorizontalAvx512(
+    const BicubicResampler::Axis& ax, const BicubicResampler::Vbmi& k, const ImageBuffer& in,
+    int64_t y0, int64_t y1, ImageBuffer& out, int64_t out_y0) {
+  int64_t y = y0;
+  for (; y + 1 < y1; y += 2) {
+    const uint8_t* src[2] = {in.row(y), in.row(y + 1)};
+    uint8_t* dst[2] = {out.row(out_y0 + y - y0), out.row(out_y0 + y + 1 - y0)};
+    HorizontalRowsAvx512<2>(ax, k, src, dst);
+  }
+  if (y < y1) {
+    const uint8_t* src[1] = {in.row(y)};
+    uint8_t* dst[1] = {out.row(out_y0 + y - y0)};
+    HorizontalRowsAvx512<1>(ax, k, src, dst);
   }
 }
 
 // The AVX2 vertical kernel at twice the width: 32 bytes of a row per step.
 __attribute__((target("avx512f,avx512bw"))) void VerticalAvx512(const BicubicResampler::Axis& ax,
                                                                 const ImageBuffer& in,
-                                                                int64_t y_offset,
-                                                                ImageBuffer& out) {
+                                                                int64_t y_offset, ImageBuffer& out,
+                                                                int64_t oy0, int64_t oy1) {
   const __m512i half = _mm512_set1_epi32(1 << (ax.precision - 1));
   const __m128i shift = _mm_cvtsi32_si128(ax.precision);
   const int64_t n = out.row_bytes();
   const int64_t stride = in.row_bytes();
-  for (int64_t y = 0; y < ax.out_size; ++y) {
+  for (int64_t y = oy0; y < oy1; ++y) {
     const int16_t* w = ax.weights.data() + y * ax.taps;
     const int count = ax.count[y];
     const uint8_t* base = in.row(ax.start[y] - y_offset);
@@ -296,6 +313,7 @@ bool CpuHasAvx512bw() {
 
 bool CpuHasVbmi() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("avx512vbmi");
   return has;
 }
@@ -392,25 +410,39 @@ BicubicResampler::Kernel BicubicResampler::Preferred() const {
 }
 
 void BicubicResampler::Horizontal(Kernel kernel, const ImageBuffer& in, int64_t y0, int64_t y1,
-                                  ImageBuffer& out) const {
+                                  ImageBuffer& out, int64_t out_y0) const {
   switch (kernel) {
     case Kernel::kAvx512:
       if (vbmi_.ok) {
-        HorizontalAvx512(h_, vbmi_, in, y0, y1, out);
+        HorizontalAvx512(h_, vbmi_, in, y0, y1, out, out_y0);
         break;
       }
       [[fallthrough]];
     case Kernel::kAvx2:
-      HorizontalAvx2(h_, h_simd_weights_.data(), in, y0, y1, out);
+      HorizontalAvx2(h_, h_simd_weights_.data(), in, y0, y1, out, out_y0);
       break;
     case Kernel::kScalar:
-      HorizontalScalar(h_, in, y0, y1, out);
+      HorizontalScalar(h_, in, y0, y1, out, out_y0);
+      break;
+  }
+}
+
+void BicubicResampler::Vertical(Kernel kernel, const ImageBuffer& in, int64_t y_offset,
+                                ImageBuffer& out, int64_t oy0, int64_t oy1) const {
+  switch (kernel) {
+    case Kernel::kAvx512:
+      VerticalAvx512(v_, in, y_offset, out, oy0, oy1);
+      break;
+    case Kernel::kAvx2:
+      VerticalAvx2(v_, in, y_offset, out, oy0, oy1);
+      break;
+    case Kernel::kScalar:
+      VerticalScalar(v_, in, y_offset, out, oy0, oy1);
       break;
   }
 }
 
 void BicubicResampler::Run(const ImageBuffer& in, ImageBuffer& out, Kernel kernel) const {
-  const bool simd = kernel != Kernel::kScalar;
   Require(in.width == h_.in_size && in.height == v_.in_size, ErrorCode::kInternal,
           "resize: input size does not match the resampler");
   Require(
@@ -420,32 +452,90 @@ void BicubicResampler::Run(const ImageBuffer& in, ImageBuffer& out, Kernel kerne
     out = in;
     return;
   }
-  if (v_.identity()) {
-    out.Allocate(h_.out_size, in.height, in.order);
-    Horizontal(kernel, in, 0, in.height, out);
-    return;
-  }
-  // Only the source rows the vertical filter reads need the horizontal pass.
-  const int64_t y0 = v_.start.front();
-  int64_t y1 = 0;
-  for (int64_t y = 0; y < v_.out_size; ++y) y1 = std::max<int64_t>(y1, v_.start[y] + v_.count[y]);
-  const ImageBuffer* mid = &in;
-  ImageBuffer tmp;
-  int64_t offset = 0;
-  if (!h_.identity()) {
-    tmp.Allocate(h_.out_size, y1 - y0, in.order);
-    Horizontal(kernel, in, y0, y1, tmp);
-    mid = &tmp;
-    offset = y0;
-  }
-  out.Allocate(h_.out_size, v_.out_size, in.order);
-  if (kernel == Kernel::kAvx512 && CpuHasAvx512bw()) {
-    VerticalAvx512(v_, *mid, offset, out);
-  } else if (simd) {
-    VerticalAvx2(v_, *mid, offset, out);
+  Stream stream(*this, in.order, out, kernel);
+  stream.Push(in, in.height);
+}
+
+// Window rows beyond the widest vertical filter: each slide moves at most that filter's rows
+// and frees at least this many.
+constexpr int64_t kWindowSlack = 32;
+
+BicubicResampler::Stream::Stream(const BicubicResampler& resampler, ChannelOrder order,
+                                 ImageBuffer& out)
+    : Stream(resampler, order, out, resampler.Preferred()) {}
+
+BicubicResampler::Stream::Stream(const BicubicResampler& resampler, ChannelOrder order,
+                                 ImageBuffer& out, Kernel kernel)
+    : r_(resampler), out_(out), kernel_(kernel) {
+  Require(r_.Has(kernel), ErrorCode::kUnsupported, "resize: that kernel is not available here");
+  const Axis& v = r_.v_;
+  out_.Allocate(r_.h_.out_size, v.out_size, order);
+  if (v.identity()) {
+    need_end_ = v.in_size;
   } else {
-    VerticalScalar(v_, *mid, offset, out);
+    // Both filter edges only move down the image, so the last output row reads the furthest.
+    need_end_ = v.start.back() + v.count.back();
+    window_.Allocate(r_.h_.out_size, v.taps + kWindowSlack, order);
   }
+}
+
+void BicubicResampler::Stream::Push(const ImageBuffer& strip, int64_t rows) {
+  const Axis &h = r_.h_, &v = r_.v_;
+  Require(strip.width == h.in_size && rows >= 0 && rows <= strip.height &&
+              next_ + rows <= v.in_size &&
+              strip.pixels.size() >=
+                  static_cast<size_t>(strip.row_bytes() * strip.height + ImageBuffer::kPadding),
+          ErrorCode::kInternal, "resize: strip does not fit the stream");
+  const int64_t first = next_;
+  next_ += rows;
+  // Only the source rows some output row reads: [v.start.front(), need_end_).
+  const int64_t skip_to = v.identity() ? 0 : v.start.front();
+  int64_t i = std::clamp<int64_t>(skip_to - first, 0, rows);
+  const int64_t end = std::clamp<int64_t>(need_end_ - first, 0, rows);
+  while (i < end) {
+    if (v.identity()) {  // rows go straight to the output
+      if (h.identity()) {
+        std::memcpy(out_.row(first + i), strip.row(i), (end - i) * strip.row_bytes());
+      } else {
+        r_.Horizontal(kernel_, strip, i, end, out_, first + i);
+      }
+      next_out_ = first + end;
+      return;
+    }
+    if (window_rows_ == window_.height) Slide();
+    if (window_rows_ == 0) window_first_ = first + i;
+    const int64_t n = std::min(end - i, window_.height - window_rows_);
+    if (h.identity()) {
+      std::memcpy(window_.row(window_rows_), strip.row(i), n * strip.row_bytes());
+    } else {
+      r_.Horizontal(kernel_, strip, i, i + n, window_, window_rows_);
+    }
+    window_rows_ += n;
+    i += n;
+    Emit();
+  }
+}
+
+// Writes every output row whose source rows are all in the window.
+void BicubicResampler::Stream::Emit() {
+  const Axis& v = r_.v_;
+  const int64_t have = window_first_ + window_rows_;
+  int64_t oy1 = next_out_;
+  while (oy1 < v.out_size && v.start[oy1] + v.count[oy1] <= have) ++oy1;
+  if (oy1 == next_out_) return;
+  r_.Vertical(kernel_, window_, window_first_, out_, next_out_, oy1);
+  next_out_ = oy1;
+}
+
+// Drops the window rows no remaining output row reads, making room at the end.
+void BicubicResampler::Stream::Slide() {
+  const Axis& v = r_.v_;
+  const int64_t keep_from =
+      next_out_ < v.out_size ? v.start[next_out_] : window_first_ + window_rows_;
+  const int64_t drop = std::clamp<int64_t>(keep_from - window_first_, 0, window_rows_);
+  std::memmove(window_.row(0), window_.row(drop), (window_rows_ - drop) * window_.row_bytes());
+  window_first_ += drop;
+  window_rows_ -= drop;
 }
 
 }  // namespace m3::media

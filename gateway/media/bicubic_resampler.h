@@ -8,6 +8,11 @@
 //
 // The weight tables are built once per (input size, output size) pair, so one resampler
 // serves every frame of a video. Resize() is const and thread-safe.
+//
+// Stream resamples while the source arrives top to bottom (a decoder's strips of rows): each
+// source row is filtered horizontally into a small window as it comes, and each output row is
+// written as soon as the window holds the rows it reads, so the full-size source never has to
+// exist and the rows in flight stay in cache. Resize() is a Stream fed the whole image.
 #pragma once
 
 #include <cstdint>
@@ -60,16 +65,50 @@ class BicubicResampler {
     std::vector<int16_t> weights;
   };
 
+  class Stream;
+
  private:
   void Run(const ImageBuffer& in, ImageBuffer& out, Kernel kernel) const;
-  void Horizontal(Kernel kernel, const ImageBuffer& in, int64_t y0, int64_t y1,
-                  ImageBuffer& out) const;
+  // Source rows [y0, y1) of `in` into rows out_y0... of `out`.
+  void Horizontal(Kernel kernel, const ImageBuffer& in, int64_t y0, int64_t y1, ImageBuffer& out,
+                  int64_t out_y0) const;
+  // Output rows [oy0, oy1) from `in`, whose row r holds source row y_offset + r.
+  void Vertical(Kernel kernel, const ImageBuffer& in, int64_t y_offset, ImageBuffer& out,
+                int64_t oy0, int64_t oy1) const;
 
   Axis h_, v_;
   std::vector<int16_t> h_simd_weights_;  // per output, per 4 taps: 16 int16 (AVX2 layout)
   bool simd_ok_ = false;
   Vbmi vbmi_;
   bool avx512_ok_ = false;
+};
+
+class BicubicResampler::Stream {
+ public:
+  // Writes into `out`, (re)allocated to the output size with the source's channel order.
+  Stream(const BicubicResampler& resampler, ChannelOrder order, ImageBuffer& out);
+  Stream(const BicubicResampler& resampler, ChannelOrder order, ImageBuffer& out, Kernel kernel);
+
+  // The next `rows` source rows (next_row() onwards), held in rows 0.. of `strip`, which is
+  // in_width wide with the padding every ImageBuffer has.
+  void Push(const ImageBuffer& strip, int64_t rows);
+  int64_t next_row() const { return next_; }
+  // Every output row written (all the source rows the filters read have arrived).
+  bool done() const { return next_out_ == r_.v_.out_size; }
+
+ private:
+  void Emit();
+  void Slide();
+
+  const BicubicResampler& r_;
+  ImageBuffer& out_;
+  Kernel kernel_;
+  int64_t next_ = 0;      // next source row expected
+  int64_t need_end_ = 0;  // source rows at or past this are read by no output row
+  int64_t next_out_ = 0;  // next output row to write
+  // Horizontally filtered source rows [window_first_, window_first_ + window_rows_).
+  ImageBuffer window_;
+  int64_t window_first_ = 0, window_rows_ = 0;
 };
 
 }  // namespace m3::media

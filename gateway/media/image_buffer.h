@@ -6,34 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <new>
-#include <type_traits>
-#include <utility>
 #include <vector>
+
+#include "shared/default_init_allocator.h"
 
 namespace m3::media {
 
 enum class ChannelOrder { kRGB, kBGR };
-
-// Leaves new bytes uninitialized: every pixel is written by a decoder or kernel right after
-// allocation, so zero-filling megabytes first would only cost time.
-template <typename T>
-struct DefaultInitAllocator : std::allocator<T> {
-  template <typename U>
-  struct rebind {
-    using other = DefaultInitAllocator<U>;
-  };
-  using std::allocator<T>::allocator;
-  template <typename U>
-  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
 
 struct ImageBuffer {
   int64_t width = 0;

@@ -21,14 +21,6 @@ bool IsPng16BitGray(std::string_view b) {
   return b.size() > 25 && static_cast<uint8_t>(b[24]) == 16 && static_cast<uint8_t>(b[25]) == 0;
 }
 
-// libjpeg decodes a truncated stream without error (the rest turns gray), so require the
-// end-of-image marker after the first start-of-scan; entropy-coded data stuffs 0xFF bytes, so
-// FF D9 there can only be the real marker.
-bool JpegHasEndMarker(std::string_view b) {
-  const size_t sos = b.find("\xFF\xDA");
-  return sos != std::string_view::npos && b.find("\xFF\xD9", sos + 2) != std::string_view::npos;
-}
-
 ImageBuffer DecodeGif(std::string_view bytes, const MediaLimits& limits) {
   VideoDecoder decoder(bytes, limits);
   ImageBuffer first;

@@ -8,11 +8,16 @@
 #include <cstdio>
 #include <string>
 
+#include "gateway/media/bicubic_resampler.h"
 #include "gateway/media/exif_orientation.h"
 #include "shared/error.h"
 
 namespace m3::media {
 namespace {
+
+// Rows per strip of the streaming decode: two iMCU rows of 4:2:0 data; the strip (about 90 KB
+// for 1920 columns) stays in cache between the decoder writing it and the resampler reading it.
+constexpr JDIMENSION kStripRows = 32;
 
 struct ErrorState {
   jpeg_error_mgr mgr;
@@ -70,6 +75,32 @@ bool ReadRows(jpeg_decompress_struct& cinfo, ErrorState& state, ImageBuffer& out
   return true;
 }
 
+// Reads the next strip of scanlines into `strip` rows 0..; *rows gets how many. False on a
+// libjpeg error.
+bool ReadStrip(jpeg_decompress_struct& cinfo, ErrorState& state, ImageBuffer& strip,
+               JDIMENSION* rows) {
+  if (setjmp(state.jump)) return false;
+  JSAMPROW pointers[kStripRows];
+  const JDIMENSION n =
+      std::min<JDIMENSION>(kStripRows, cinfo.output_height - cinfo.output_scanline);
+  for (JDIMENSION i = 0; i < n; ++i) pointers[i] = strip.row(i);
+  *rows = 0;
+  // libjpeg hands out at most one iMCU row's worth per call (none only if the source stalls,
+  // which a memory source never does: then the caller fails).
+  while (*rows < n) {
+    const JDIMENSION got = jpeg_read_scanlines(&cinfo, pointers + *rows, n - *rows);
+    if (got == 0) break;
+    *rows += got;
+  }
+  return true;
+}
+
+bool Finish(jpeg_decompress_struct& cinfo, ErrorState& state) {
+  if (setjmp(state.jump)) return false;
+  jpeg_finish_decompress(&cinfo);
+  return true;
+}
+
 // Owns the decompressor so it is destroyed on every path, exceptions included.
 struct Decompressor {
   jpeg_decompress_struct cinfo{};
@@ -110,9 +141,13 @@ int JpegDraftDenominator(int64_t width, int64_t height, int64_t min_width, int64
   return 1;
 }
 
-std::optional<ImageBuffer> DecodeJpeg(std::string_view bytes, int scale_denom) {
+void RequireScale(int scale_denom) {
   Require(scale_denom == 1 || scale_denom == 2 || scale_denom == 4 || scale_denom == 8,
           ErrorCode::kInternal, "JPEG: scale must be 1/1, 1/2, 1/4 or 1/8");
+}
+
+std::optional<ImageBuffer> DecodeJpeg(std::string_view bytes, int scale_denom) {
+  RequireScale(scale_denom);
   Decompressor d;
   d.OpenOrThrow(bytes);
   if (d.cinfo.jpeg_color_space == JCS_CMYK || d.cinfo.jpeg_color_space == JCS_YCCK) {
@@ -125,6 +160,45 @@ std::optional<ImageBuffer> DecodeJpeg(std::string_view bytes, int scale_denom) {
   out.Allocate(d.cinfo.output_width, d.cinfo.output_height, ChannelOrder::kRGB);
   if (!ReadRows(d.cinfo, d.state, out)) d.Fail();
   return ApplyExifOrientation(std::move(out), ReadJpegExifOrientation(bytes));
+}
+
+std::optional<ImageBuffer> DecodeJpegResized(std::string_view bytes, int64_t out_width,
+                                             int64_t out_height, int scale_denom) {
+  RequireScale(scale_denom);
+  if (ReadJpegExifOrientation(bytes) != 1) {
+    std::optional<ImageBuffer> upright = DecodeJpeg(bytes, scale_denom);
+    if (!upright) return std::nullopt;
+    ImageBuffer out;
+    BicubicResampler(upright->width, upright->height, out_width, out_height).Resize(*upright, out);
+    return out;
+  }
+  Decompressor d;
+  d.OpenOrThrow(bytes);
+  if (d.cinfo.jpeg_color_space == JCS_CMYK || d.cinfo.jpeg_color_space == JCS_YCCK) {
+    return std::nullopt;
+  }
+  if (!Start(d.cinfo, d.state, scale_denom)) d.Fail();
+  Require(d.cinfo.output_components == 3, ErrorCode::kInvalidArgument,
+          "JPEG: unexpected component count after RGB conversion");
+  const BicubicResampler resampler(d.cinfo.output_width, d.cinfo.output_height, out_width,
+                                   out_height);
+  ImageBuffer out, strip;
+  strip.Allocate(d.cinfo.output_width, kStripRows, ChannelOrder::kRGB);
+  BicubicResampler::Stream stream(resampler, ChannelOrder::kRGB, out);
+  while (d.cinfo.output_scanline < d.cinfo.output_height) {
+    JDIMENSION rows = 0;
+    if (!ReadStrip(d.cinfo, d.state, strip, &rows)) d.Fail();
+    Require(rows > 0, ErrorCode::kInvalidArgument, "JPEG: cannot decode: the decoder stalled");
+    stream.Push(strip, rows);
+  }
+  if (!Finish(d.cinfo, d.state)) d.Fail();
+  Require(stream.done(), ErrorCode::kInternal, "JPEG: the resampler did not get every row");
+  return out;
+}
+
+bool JpegHasEndMarker(std::string_view b) {
+  const size_t sos = b.find("\xFF\xDA");
+  return sos != std::string_view::npos && b.find("\xFF\xD9", sos + 2) != std::string_view::npos;
 }
 
 }  // namespace m3::media

@@ -31,4 +31,16 @@ int JpegDraftDenominator(int64_t width, int64_t height, int64_t min_width, int64
 // kInvalidArgument for corrupt data.
 std::optional<ImageBuffer> DecodeJpeg(std::string_view bytes, int scale_denom = 1);
 
+// DecodeJpeg followed by BicubicResampler::Resize to out_width x out_height (upright), with the
+// same pixels, in one pass: strips of decoded rows go through the resampler as they come, so
+// the full-size picture is never stored. (Pictures with an EXIF rotation or flip are decoded
+// whole first: the resize must see them upright.)
+std::optional<ImageBuffer> DecodeJpegResized(std::string_view bytes, int64_t out_width,
+                                             int64_t out_height, int scale_denom = 1);
+
+// libjpeg decodes a truncated stream without an error (the missing rows turn gray), so callers
+// require the end-of-image marker after the first start-of-scan; entropy-coded data stuffs
+// 0xFF bytes, so FF D9 there can only be the real marker.
+bool JpegHasEndMarker(std::string_view bytes);
+
 }  // namespace m3::media

@@ -150,6 +150,7 @@ __attribute__((target("avx2"))) void FrameAvx2(const PatchWrite& w, const PatchG
   const __m256i mask_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
   const int64_t stride = frame.row_bytes();
   const int64_t p = w.p, m = g.m;
+  const int64_t repeats = w.last_slot - w.first_slot;
   for (int64_t hb = 0; hb < g.gh / m; ++hb) {
     for (int64_t wb = 0; wb < g.gw / m; ++wb) {
       for (int64_t mh = 0; mh < m; ++mh) {
@@ -166,14 +167,16 @@ __attribute__((target("avx2"))) void FrameAvx2(const PatchWrite& w, const PatchG
                   _mm_shuffle_epi8(e, shuf[c][2]));
               const __m256 flo = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
               const __m256 fhi = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
-              _mm256_maskstore_ps(d[c], mask_lo,
-                                  _mm256_div_ps(_mm256_sub_ps(flo, vmean[c]), vstd[c]));
-              _mm256_maskstore_ps(d[c] + 8, mask_hi,
-                                  _mm256_div_ps(_mm256_sub_ps(fhi, vmean[c]), vstd[c]));
+              const __m256 nlo = _mm256_div_ps(_mm256_sub_ps(flo, vmean[c]), vstd[c]);
+              const __m256 nhi = _mm256_div_ps(_mm256_sub_ps(fhi, vmean[c]), vstd[c]);
+              // The temporal padding slots straight from registers.
+              for (int64_t slot = 0; slot <= repeats; ++slot) {
+                _mm256_maskstore_ps(d[c] + slot * w.plane, mask_lo, nlo);
+                _mm256_maskstore_ps(d[c] + slot * w.plane + 8, mask_hi, nhi);
+              }
               d[c] += p;
             }
           }
-          RepeatSlots(w, dst);
         }
       }
     }

@@ -13,6 +13,7 @@
 #include "gateway/media/frame_sampler.h"
 #include "gateway/media/image_decoder.h"
 #include "gateway/media/image_header.h"
+#include "gateway/media/jpeg_decoder.h"
 #include "gateway/media/video_decoder.h"
 #include "shared/error.h"
 
@@ -47,23 +48,36 @@ PreprocessedMedia MediaPreprocessor::ProcessImage(std::string_view bytes,
   // Shape checks (aspect ratio) before spending time on decoding.
   processor_->ImageResize(header.height, header.width, options);
 
-  DecodeDraft draft;
-  if (limits_.jpeg_draft && header.format == MediaFormat::kJpeg) {
+  // JPEG (the common case) decodes and resizes in one streaming pass; other formats, and CMYK
+  // JPEGs, are decoded whole first.
+  ResizeTarget target;
+  std::optional<ImageBuffer> resized;
+  if (header.format == MediaFormat::kJpeg) {
+    Require(JpegHasEndMarker(bytes), ErrorCode::kInvalidArgument,
+            "JPEG: truncated image data (no end-of-image marker)");
+    // The target is for the upright picture; EXIF rotations swap the stored axes.
     const bool swap = OrientationSwapsAxes(ReadJpegExifOrientation(bytes));
-    const ResizeTarget t = processor_->ImageResize(swap ? header.width : header.height,
-                                                   swap ? header.height : header.width, options);
-    draft = {t.width, t.height};
+    target = processor_->ImageResize(swap ? header.width : header.height,
+                                     swap ? header.height : header.width, options);
+    const int denom = limits_.jpeg_draft ? JpegDraftDenominator(header.width, header.height,
+                                                                swap ? target.height : target.width,
+                                                                swap ? target.width : target.height)
+                                         : 1;
+    resized = DecodeJpegResized(bytes, target.width, target.height, denom);
   }
-  const ImageBuffer decoded = DecodeImage(bytes, header, limits_, draft);
-  const ResizeTarget target = processor_->ImageResize(decoded.height, decoded.width, options);
-  ImageBuffer resized;
-  ResizeTo(decoded, target, resized);
+  if (!resized) {
+    const ImageBuffer decoded = DecodeImage(bytes, header, limits_);
+    target = processor_->ImageResize(decoded.height, decoded.width, options);
+    resized.emplace();
+    ResizeTo(decoded, target, *resized);
+  }
 
   const PatchLayout layout = processor_->Layout(1, target.height, target.width);
   PreprocessedMedia out;
   out.kind = PreprocessedMedia::Kind::kImage;
-  out.pixel_values = HostTensor(DType::kF32, {layout.rows, layout.patch_dim});
-  processor_->WriteFrame(resized, 0, 1, out.pixel_values.as<float>().data());
+  // WriteFrame fills every element (the temporal padding slots too).
+  out.pixel_values = HostTensor::Uninitialized(DType::kF32, {layout.rows, layout.patch_dim});
+  processor_->WriteFrame(*resized, 0, 1, out.pixel_values.as<float>().data());
   out.grid_thw = layout.grid_thw;
   out.placeholder_tokens = processor_->PlaceholderTokens(layout.grid_thw);
   out.prompt_expansion = processor_->ImagePrompt(layout.grid_thw);
@@ -127,7 +141,7 @@ PreprocessedMedia MediaPreprocessor::ProcessVideo(std::string_view bytes,
   const PatchLayout layout = processor_->Layout(count, target.height, target.width);
   PreprocessedMedia out;
   out.kind = PreprocessedMedia::Kind::kVideo;
-  out.pixel_values = HostTensor(DType::kF32, {layout.rows, layout.patch_dim});
+  out.pixel_values = HostTensor::Uninitialized(DType::kF32, {layout.rows, layout.patch_dim});
   float* data = out.pixel_values.as<float>().data();
   for (int64_t i = 0; i < count; ++i) processor_->WriteFrame(frames[i], i, count, data);
   out.grid_thw = layout.grid_thw;

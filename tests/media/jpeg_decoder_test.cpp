@@ -1,6 +1,7 @@
 // JPEG decoding with libjpeg-turbo: pixels equal OpenCV's libjpeg decode (the same library and
 // IDCT settings PIL uses) for baseline 4:2:0, 4:4:4 and 4:2:2 (cjpeg), progressive, restart
-// markers and grayscale; all eight EXIF orientations; the EXIF parser on malformed segments;
+// markers and grayscale; all eight EXIF orientations; the streaming decode + resize equals
+// decoding whole then resizing; the EXIF parser on malformed segments;
 // and the opt-in fast (DCT-scaled, draft) mode: its scale choice, its error bound against the
 // exact path on the golden photos, and that the default path is unchanged.
 #include <doctest/doctest.h>
@@ -8,6 +9,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include "gateway/media/bicubic_resampler.h"
 #include "gateway/media/exif_orientation.h"
 #include "gateway/media/image_header.h"
 #include "gateway/media/jpeg_decoder.h"
@@ -157,6 +159,51 @@ TEST_CASE("all eight EXIF orientations are applied like the EXIF definition and 
       }
       CHECK(same);
       CheckSamePixels(*got, OpenCvRgb(bytes));  // OpenCV applies EXIF orientation too
+    }
+  }
+}
+
+TEST_CASE("streaming decode + resize equals decoding whole, then resizing") {
+  const cv::Mat pic = Picture(517, 389);
+  const std::string dir = m3::test::TempDir();
+  REQUIRE(cv::imwrite(dir + "/in.ppm", pic));
+  std::vector<std::pair<std::string, std::string>> inputs = {
+      {"4:2:0", Encode(pic, {cv::IMWRITE_JPEG_QUALITY, 90})},
+      {"progressive", Encode(pic, {cv::IMWRITE_JPEG_QUALITY, 80, cv::IMWRITE_JPEG_PROGRESSIVE, 1})},
+      {"orientation 6",
+       WithApp1(Encode(pic, {cv::IMWRITE_JPEG_QUALITY, 90}), OrientationTiff(6, true))},
+      {"orientation 3",
+       WithApp1(Encode(pic, {cv::IMWRITE_JPEG_QUALITY, 90}), OrientationTiff(3, false))}};
+  for (const std::string sample : {"1x1", "2x1", "1x2"}) {
+    const auto r = m3::test::RunProcess({"/usr/bin/cjpeg", "-quality", "92", "-sample", sample,
+                                         "-outfile", dir + "/out.jpg", dir + "/in.ppm"});
+    REQUIRE(r.exit_code == 0);
+    inputs.emplace_back(sample, m3::test::ReadFile(dir + "/out.jpg"));
+  }
+  cv::Mat gray(pic.rows, pic.cols, CV_8UC1);
+  for (int y = 0; y < pic.rows; ++y)
+    for (int x = 0; x < pic.cols; ++x) gray.at<uint8_t>(y, x) = pic.at<cv::Vec3b>(y, x)[1];
+  inputs.emplace_back("grayscale", Encode(gray, {cv::IMWRITE_JPEG_QUALITY, 90}));
+  for (const auto& [name, bytes] : inputs) {
+    for (const int denom : {1, 2}) {
+      const auto whole = DecodeJpeg(bytes, denom);
+      REQUIRE(whole.has_value());
+      // Down on both axes, up on both, and one axis unchanged.
+      for (const auto& [w, h] :
+           std::vector<std::pair<int64_t, int64_t>>{{whole->width / 3, whole->height / 2},
+                                                    {whole->width + 50, whole->height * 2},
+                                                    {whole->width, 28},
+                                                    {28, whole->height}}) {
+        CAPTURE(name);
+        CAPTURE(denom);
+        CAPTURE(w);
+        CAPTURE(h);
+        ImageBuffer expected;
+        BicubicResampler(whole->width, whole->height, w, h).Resize(*whole, expected);
+        const auto streamed = DecodeJpegResized(bytes, w, h, denom);
+        REQUIRE(streamed.has_value());
+        CheckSamePixels(*streamed, expected);
+      }
     }
   }
 }
