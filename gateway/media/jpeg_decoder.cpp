@@ -15,9 +15,9 @@
 namespace m3::media {
 namespace {
 
-// Rows per strip of the streaming decode: two iMCU rows of 4:2:0 data; the strip (about 90 KB
+// Rows per strip of the streaming decode: one iMCU row of 4:2:0 data; the strip (about 90 KB
 // for 1920 columns) stays in cache between the decoder writing it and the resampler reading it.
-constexpr JDIMENSION kStripRows = 32;
+constexpr JDIMENSION kStripRows = 16;
 
 struct ErrorState {
   jpeg_error_mgr mgr;

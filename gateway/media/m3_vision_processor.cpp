@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -31,8 +33,27 @@ M3VisionProcessor::M3VisionProcessor(M3VisionConfig config) : config_(config) {
   }
 }
 
+namespace {
+
+// The largest frame a request may ask for through min_pixels / max_pixels: 16384 merged 28x28
+// tokens (Qwen2-VL's own ceiling), a 154 MB float tensor. Without it a request's
+// min_pixels = 2^40 would make the resampler allocate terabytes.
+constexpr int64_t kMaxRequestPixels = 16384 * 28 * 28;
+
+void CheckRequestPixels(const MediaOptions& options) {
+  for (const auto& [value, name] :
+       {std::pair{options.min_pixels, "min_pixels"}, std::pair{options.max_pixels, "max_pixels"}}) {
+    Require(!value || *value <= kMaxRequestPixels, ErrorCode::kInvalidArgument,
+            std::string(name) + " " + std::to_string(value.value_or(0)) +
+                " is over the largest supported value, " + std::to_string(kMaxRequestPixels));
+  }
+}
+
+}  // namespace
+
 ResizeTarget M3VisionProcessor::ImageResize(int64_t height, int64_t width,
                                             const MediaOptions& options) const {
+  CheckRequestPixels(options);
   const int64_t min_pixels = options.min_pixels.value_or(config_.image_min_pixels);
   const int64_t max_pixels = options.max_pixels.value_or(config_.image_max_pixels);
   Require(min_pixels > 0 && max_pixels >= min_pixels, ErrorCode::kInvalidArgument,
@@ -56,6 +77,7 @@ FrameSampling M3VisionProcessor::VideoSampling(const MediaOptions& options) cons
 
 ResizeTarget M3VisionProcessor::VideoResize(int64_t height, int64_t width, int64_t num_frames,
                                             const MediaOptions& options) const {
+  CheckRequestPixels(options);
   const int64_t min_pixels = options.min_pixels.value_or(config_.video_min_pixels);
   int64_t max_pixels = options.max_pixels.value_or(config_.video_max_pixels);
   Require(min_pixels > 0 && max_pixels >= min_pixels, ErrorCode::kInvalidArgument,
@@ -67,8 +89,22 @@ ResizeTarget M3VisionProcessor::VideoResize(int64_t height, int64_t width, int64
                              static_cast<double>(config_.temporal_patch_size);
     max_pixels = std::max(min_pixels, std::min(max_pixels, static_cast<int64_t>(per_frame)));
   }
-  return SmartResize(height, width, config_.patch_size * config_.merge_size, min_pixels,
-                     max_pixels);
+  const ResizeTarget t =
+      SmartResize(height, width, config_.patch_size * config_.merge_size, min_pixels, max_pixels);
+  // min_pixels wins over the shared budget, so many frames (all_frames, or a large max_frames
+  // and fps) at min_pixels each could still ask for any amount of memory: the whole video may
+  // not exceed the budget the reference spreads over its frames (by default 90 million
+  // pixels, a 1 GB tensor) or, with no budget configured, the largest request frame.
+  const int64_t budget =
+      config_.temporal_patch_size *
+      (config_.video_total_pixels > 0 ? config_.video_total_pixels : kMaxRequestPixels);
+  const double total = static_cast<double>(std::max<int64_t>(num_frames, 1)) *
+                       static_cast<double>(t.height) * static_cast<double>(t.width);
+  Require(total <= static_cast<double>(budget), ErrorCode::kTooLarge,
+          "video of " + std::to_string(num_frames) + " frames at " + std::to_string(t.width) + "x" +
+              std::to_string(t.height) + " is over the total budget of " + std::to_string(budget) +
+              " pixels (fewer frames or a smaller min_pixels)");
+  return t;
 }
 
 PatchLayout M3VisionProcessor::Layout(int64_t frames, int64_t height, int64_t width) const {
@@ -120,8 +156,17 @@ struct PatchGrid {
   int64_t gh, gw, m, patch_dim;
 };
 
+// Copies a staged plane of `floats` (a multiple of 4) to 16-byte aligned `dst` with
+// non-temporal stores: the output is megabytes written once, so writing around the cache
+// saves reading every line in first.
+__attribute__((target("avx2"))) void StreamPlane(const float* plane, int64_t floats, float* dst) {
+  for (int64_t i = 0; i < floats; i += 4) _mm_stream_ps(dst + i, _mm_load_ps(plane + i));
+}
+
 // Patch rows of up to 16 pixels: the 48 bytes are split per channel with byte shuffles and
 // normalized with the same float subtract and divide as the table (IEEE, so bit-identical).
+// A patch's planes are staged in a small aligned buffer, then written to every temporal slot
+// this frame fills (non-temporal stores where the layout keeps planes 16-byte aligned).
 __attribute__((target("avx2"))) void FrameAvx2(const PatchWrite& w, const PatchGrid& g,
                                                const std::array<float, 3>& mean,
                                                const std::array<float, 3>& stdv,
@@ -141,22 +186,18 @@ __attribute__((target("avx2"))) void FrameAvx2(const PatchWrite& w, const PatchG
     vmean[c] = _mm256_set1_ps(mean[c]);
     vstd[c] = _mm256_set1_ps(stdv[c]);
   }
-  alignas(32) int32_t lo[8], hi[8];
-  for (int i = 0; i < 8; ++i) {
-    lo[i] = i < w.p ? -1 : 0;
-    hi[i] = i + 8 < w.p ? -1 : 0;
-  }
-  const __m256i mask_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
-  const __m256i mask_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
+  // One channel's plane per row of `stage`; each pixel row is stored as 16 floats, the extra
+  // ones overwritten by the next row (or landing in the 16 floats of slack).
+  alignas(32) float stage[3][16 * 16 + 16];
   const int64_t stride = frame.row_bytes();
   const int64_t p = w.p, m = g.m;
   const int64_t repeats = w.last_slot - w.first_slot;
+  const bool streamed = w.plane % 4 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0;
   for (int64_t hb = 0; hb < g.gh / m; ++hb) {
     for (int64_t wb = 0; wb < g.gw / m; ++wb) {
       for (int64_t mh = 0; mh < m; ++mh) {
         for (int64_t mw = 0; mw < m; ++mw, dst += g.patch_dim) {
           const uint8_t* src = frame.row((hb * m + mh) * p) + (wb * m + mw) * p * 3;
-          float* d[3] = {dst, dst + w.t * w.plane, dst + 2 * w.t * w.plane};
           for (int64_t py = 0; py < p; ++py, src += stride) {
             const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
             const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
@@ -167,20 +208,27 @@ __attribute__((target("avx2"))) void FrameAvx2(const PatchWrite& w, const PatchG
                   _mm_shuffle_epi8(e, shuf[c][2]));
               const __m256 flo = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
               const __m256 fhi = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
-              const __m256 nlo = _mm256_div_ps(_mm256_sub_ps(flo, vmean[c]), vstd[c]);
-              const __m256 nhi = _mm256_div_ps(_mm256_sub_ps(fhi, vmean[c]), vstd[c]);
-              // The temporal padding slots straight from registers.
-              for (int64_t slot = 0; slot <= repeats; ++slot) {
-                _mm256_maskstore_ps(d[c] + slot * w.plane, mask_lo, nlo);
-                _mm256_maskstore_ps(d[c] + slot * w.plane + 8, mask_hi, nhi);
+              float* row = stage[c] + py * p;
+              _mm256_storeu_ps(row, _mm256_div_ps(_mm256_sub_ps(flo, vmean[c]), vstd[c]));
+              _mm256_storeu_ps(row + 8, _mm256_div_ps(_mm256_sub_ps(fhi, vmean[c]), vstd[c]));
+            }
+          }
+          for (int c = 0; c < 3; ++c) {
+            for (int64_t slot = 0; slot <= repeats; ++slot) {
+              float* to = dst + c * w.t * w.plane + slot * w.plane;
+              if (streamed) {
+                StreamPlane(stage[c], w.plane, to);
+              } else {
+                std::memcpy(to, stage[c], sizeof(float) * w.plane);
               }
-              d[c] += p;
             }
           }
         }
       }
     }
   }
+  // Non-temporal stores are weakly ordered: fence them before the tensor is handed on.
+  _mm_sfence();
 }
 
 bool CpuHasAvx2() {
