@@ -1,6 +1,7 @@
 // m3-bench-jpeg: single-thread timings of the still-JPEG path on given files, printed as JSON,
 // for a same-machine, same-bytes comparison with the reference (scripts/device/bench_images.sh
-// runs both on one core). Per file, median and min of N runs (and the median thread CPU time):
+// runs both on one core). Per file, median and min of N rounds (and the median thread CPU time),
+// every case run once per round:
 //  - ours end to end, the path the preprocessor takes for a JPEG: header + EXIF orientation,
 //    smart resize target, decode + antialiased bicubic resize, then the patch layout, the F32
 //    output tensor and normalize + patchify. "two_pass": full-size DecodeJpeg, then
@@ -20,11 +21,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 // After <cstdio>: jpeglib.h uses FILE and size_t without including their headers.
@@ -56,22 +59,31 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// One warm-up call, then `runs` timed calls: median and min wall time, and the median CPU time
-// of this thread (on a loaded machine the better estimate of the cost on one free core).
-template <typename F>
-nlohmann::json Time(int runs, F&& f) {
-  f();
-  std::vector<double> wall, cpu;
+// Named cases timed round-robin: each case warms up once, then every round runs every case
+// once, so drift on a shared machine (other tenants, clock changes) affects all cases alike.
+// Per case: median and min wall time, and the median CPU time of this thread (on a loaded
+// machine the better estimate of the cost on one free core).
+using Case = std::pair<std::string, std::function<void()>>;
+
+nlohmann::json TimeInterleaved(int runs, const std::vector<Case>& cases) {
+  for (const auto& c : cases) c.second();
+  std::vector<std::vector<double>> wall(cases.size()), cpu(cases.size());
   for (int i = 0; i < runs; ++i) {
-    const double c0 = ThreadCpuMs();
-    const auto t0 = Clock::now();
-    f();
-    wall.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-    cpu.push_back(ThreadCpuMs() - c0);
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const double c0 = ThreadCpuMs();
+      const auto t0 = Clock::now();
+      cases[k].second();
+      wall[k].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      cpu[k].push_back(ThreadCpuMs() - c0);
+    }
   }
-  return {{"median_ms", Median(wall)},
-          {"min_ms", *std::min_element(wall.begin(), wall.end())},
-          {"cpu_median_ms", Median(cpu)}};
+  nlohmann::json j;
+  for (size_t k = 0; k < cases.size(); ++k) {
+    j[cases[k].first] = {{"median_ms", Median(wall[k])},
+                         {"min_ms", *std::min_element(wall[k].begin(), wall[k].end())},
+                         {"cpu_median_ms", Median(cpu[k])}};
+  }
+  return j;
 }
 
 // The floors: libjpeg-turbo alone. Error handling as in jpeg_decoder.cpp: error_exit longjmps
@@ -186,30 +198,35 @@ nlohmann::json BenchFile(const std::string& path, const std::string& bytes, int 
   j["patch_rows"] = layout.rows;
 
   const m3::HostTensor reference = EndToEnd(bytes, proc, TwoPass);
-  j["ours_e2e_two_pass"] = Time(runs, [&] { EndToEnd(bytes, proc, TwoPass); });
-  j["ours_e2e_stream"] = Time(runs, [&] { EndToEnd(bytes, proc, Stream); });
   j["stream_identical_to_two_pass"] = SameFloats(EndToEnd(bytes, proc, Stream), reference);
-
-  // Stages, one at a time, on the same data.
+  // The full decode must give our decoder's pixels (before orientation).
   const std::optional<ImageBuffer> decoded = DecodeJpeg(bytes);
   m3::Require(decoded.has_value(), m3::ErrorCode::kUnsupported, "CMYK JPEG: not benchmarked");
-  j["stage_decode_full"] = Time(runs, [&] { DecodeJpeg(bytes); });
-  ImageBuffer resized;
-  j["stage_resize"] = Time(runs, [&] {
-    BicubicResampler(decoded->width, decoded->height, t.width, t.height).Resize(*decoded, resized);
-  });
-  j["stage_patchify"] = Time(runs, [&] {
-    auto out = m3::HostTensor::Uninitialized(m3::DType::kF32, {layout.rows, layout.patch_dim});
-    proc.WriteFrame(resized, 0, 1, out.as<float>().data());
-  });
-
-  // Floors. The full decode must give our decoder's pixels (before orientation).
   const ImageBuffer floor = LibjpegDecodeOrThrow(bytes, 1);
   if (info.orientation == 1) j["libjpeg_full_identical_to_decode"] = SamePixels(floor, *decoded);
-  j["libjpeg_full_rgb"] = Time(runs, [&] { LibjpegDecodeOrThrow(bytes, 1); });
   const ImageBuffer eighth = LibjpegDecodeOrThrow(bytes, 8);
   j["libjpeg_scale_1_8_size"] = {eighth.width, eighth.height};
-  j["libjpeg_scale_1_8"] = Time(runs, [&] { LibjpegDecodeOrThrow(bytes, 8); });
+
+  ImageBuffer resized;
+  BicubicResampler(decoded->width, decoded->height, t.width, t.height).Resize(*decoded, resized);
+  const std::vector<Case> cases = {
+      {"ours_e2e_two_pass", [&] { EndToEnd(bytes, proc, TwoPass); }},
+      {"ours_e2e_stream", [&] { EndToEnd(bytes, proc, Stream); }},
+      // The stages alone, on the same data.
+      {"stage_decode_full", [&] { DecodeJpeg(bytes); }},
+      {"stage_resize",
+       [&] {
+         ImageBuffer out;
+         BicubicResampler(decoded->width, decoded->height, t.width, t.height).Resize(*decoded, out);
+       }},
+      {"stage_patchify",
+       [&] {
+         auto out = m3::HostTensor::Uninitialized(m3::DType::kF32, {layout.rows, layout.patch_dim});
+         proc.WriteFrame(resized, 0, 1, out.as<float>().data());
+       }},
+      {"libjpeg_full_rgb", [&] { LibjpegDecodeOrThrow(bytes, 1); }},
+      {"libjpeg_scale_1_8", [&] { LibjpegDecodeOrThrow(bytes, 8); }}};
+  j.update(TimeInterleaved(runs, cases));
   return j;
 }
 
