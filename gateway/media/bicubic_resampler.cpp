@@ -203,43 +203,54 @@ __attribute__((target("avx2"))) void VerticalAvx2(const BicubicResampler::Axis& 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // Rows go through in pairs: each table load (byte-permute indices, weights) serves two rows.
+// Four groups (16 pixels) are packed and stored together: two saturating packs and one vpermb
+// turn their sums into 48 bytes in pixel order (the packs' saturation is the clamp to 0..255).
 template <int kRows>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) inline void HorizontalRowsAvx512(
-    const BicubicResampler::Axis& ax, const BicubicResampler::Vbmi& k, const uint8_t* const* src,
-    uint8_t* const* dst) {
+    const BicubicResampler::Axis& ax, const BicubicResampler::Vbmi& k, const __m512i& compact,
+    const uint8_t* const* src, uint8_t* const* dst) {
   const __m512i half = _mm512_set1_epi32(1 << (ax.precision - 1));
   const __m128i shift = _mm_cvtsi32_si128(ax.precision);
   const __m512i step = _mm512_set1_epi8(6);
-  const __m128i compact = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
   const int64_t groups = (ax.out_size + 3) / 4;
   const __m512i* w = reinterpret_cast<const __m512i*>(k.weights.data());
   const __m512i* offs = reinterpret_cast<const __m512i*>(k.offsets.data());
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t at = static_cast<int64_t>(ax.start[4 * g]) * 3;
-    __m512i raw[kRows], raw_hi[kRows], acc[kRows];
-    for (int r = 0; r < kRows; ++r) {
-      raw[r] = _mm512_loadu_si512(src[r] + at);
-      // Two windows for wide filters: index bit 6 picks the second 64 bytes.
-      raw_hi[r] = k.wide ? _mm512_loadu_si512(src[r] + at + 64) : raw[r];
-      acc[r] = half;
-    }
-    __m512i idx = _mm512_loadu_si512(offs + g);
-    for (int j = 0; j < k.pairs; ++j) {
-      const __m512i wj = _mm512_loadu_si512(w++);
-      for (int r = 0; r < kRows; ++r) {
-        const __m512i v =
-            _mm512_maskz_permutex2var_epi8(0x5555555555555555ULL, raw[r], idx, raw_hi[r]);
-        acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(v, wj));
+  for (int64_t g4 = 0; g4 < groups; g4 += 4) {
+    __m512i sums[kRows][4];
+    for (int q = 0; q < 4; ++q) {
+      const int64_t g = g4 + q;
+      if (g >= groups) {
+        for (int r = 0; r < kRows; ++r) sums[r][q] = _mm512_setzero_si512();
+        continue;
       }
-      idx = _mm512_add_epi8(idx, step);
+      const int64_t at = static_cast<int64_t>(ax.start[4 * g]) * 3;
+      __m512i raw[kRows], raw_hi[kRows], acc[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        raw[r] = _mm512_loadu_si512(src[r] + at);
+        // Two windows for wide filters: index bit 6 picks the second 64 bytes.
+        raw_hi[r] = k.wide ? _mm512_loadu_si512(src[r] + at + 64) : raw[r];
+        acc[r] = half;
+      }
+      __m512i idx = _mm512_loadu_si512(offs + g);
+      for (int j = 0; j < k.pairs; ++j) {
+        const __m512i wj = _mm512_loadu_si512(w++);
+        for (int r = 0; r < kRows; ++r) {
+          const __m512i v =
+              _mm512_maskz_permutex2var_epi8(0x5555555555555555ULL, raw[r], idx, raw_hi[r]);
+          acc[r] = _mm512_add_epi32(acc[r], _mm512_madd_epi16(v, wj));
+        }
+        idx = _mm512_add_epi8(idx, step);
+      }
+      for (int r = 0; r < kRows; ++r) sums[r][q] = _mm512_sra_epi32(acc[r], shift);
     }
-    // Exactly this group's bytes: the rows are written together, so a store running past a
+    // Exactly these pixels' bytes: the rows are written together, so a store running past a
     // row's end would land on the next row's first pixels, already written.
-    const __mmask16 bytes = g + 1 < groups ? 0x0FFF : (1u << (3 * (ax.out_size - 4 * g))) - 1;
+    const int64_t pixels = std::min<int64_t>(16, ax.out_size - 4 * g4);
+    const __mmask64 bytes = (uint64_t{1} << (3 * pixels)) - 1;
     for (int r = 0; r < kRows; ++r) {
-      const __m512i a = _mm512_max_epi32(_mm512_sra_epi32(acc[r], shift), _mm512_setzero_si512());
-      const __m128i px = _mm_shuffle_epi8(_mm512_cvtusepi32_epi8(a), compact);
-      _mm_mask_storeu_epi8(dst[r] + 12 * g, bytes, px);
+      const __m512i b = _mm512_packus_epi16(_mm512_packs_epi32(sums[r][0], sums[r][1]),
+                                            _mm512_packs_epi32(sums[r][2], sums[r][3]));
+      _mm512_mask_storeu_epi8(dst[r] + 12 * g4, bytes, _mm512_permutexvar_epi8(compact, b));
     }
   }
 }
@@ -247,16 +258,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) inline void Hori
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void HorizontalAvx512(
     const BicubicResampler::Axis& ax, const BicubicResampler::Vbmi& k, const ImageBuffer& in,
     int64_t y0, int64_t y1, ImageBuffer& out, int64_t out_y0) {
+  // After the packs, lane L holds groups q = 0..3's pixel L as 4 bytes (c0 c1 c2 0) at 16L + 4q:
+  // pixel 4q + L of the 16, whose channel c goes to byte 3 (4q + L) + c.
+  alignas(64) uint8_t order[64] = {};
+  for (int q = 0; q < 4; ++q) {
+    for (int lane = 0; lane < 4; ++lane) {
+      for (int c = 0; c < 3; ++c) order[3 * (4 * q + lane) + c] = 16 * lane + 4 * q + c;
+    }
+  }
+  const __m512i compact = _mm512_load_si512(order);
   int64_t y = y0;
   for (; y + 1 < y1; y += 2) {
     const uint8_t* src[2] = {in.row(y), in.row(y + 1)};
     uint8_t* dst[2] = {out.row(out_y0 + y - y0), out.row(out_y0 + y + 1 - y0)};
-    HorizontalRowsAvx512<2>(ax, k, src, dst);
+    HorizontalRowsAvx512<2>(ax, k, compact, src, dst);
   }
   if (y < y1) {
     const uint8_t* src[1] = {in.row(y)};
     uint8_t* dst[1] = {out.row(out_y0 + y - y0)};
-    HorizontalRowsAvx512<1>(ax, k, src, dst);
+    HorizontalRowsAvx512<1>(ax, k, compact, src, dst);
   }
 }
 
