@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "gateway/media/image_header.h"
 #include "shared/error.h"
 
 namespace m3::media {
@@ -20,6 +21,13 @@ struct AnimatedWebpDecoder::State {
 
 AnimatedWebpDecoder::AnimatedWebpDecoder(std::string_view bytes, const MediaLimits& limits)
     : s_(std::make_unique<State>()), limits_(limits) {
+  // WebPAnimDecoderNew allocates two canvases up front (up to 16 GB each, which it may get as
+  // untouched virtual memory): the canvas size from the VP8X header is checked first.
+  const ImageHeader header = ReadImageHeader(bytes);
+  Require(header.format == MediaFormat::kWebp, ErrorCode::kInvalidArgument, "not a WebP file");
+  Require(header.width * header.height <= limits.max_video_pixels_per_frame, ErrorCode::kTooLarge,
+          "WebP animation canvas of " + std::to_string(header.width) + "x" +
+              std::to_string(header.height) + " is over the per-frame pixel limit");
   s_->data.bytes = reinterpret_cast<const uint8_t*>(bytes.data());
   s_->data.size = bytes.size();
   WebPAnimDecoderOptions options;
@@ -42,6 +50,18 @@ AnimatedWebpDecoder::AnimatedWebpDecoder(std::string_view bytes, const MediaLimi
           ErrorCode::kTooLarge,
           "WebP animation has " + std::to_string(anim.frame_count) + " frames, over the limit of " +
               std::to_string(limits.max_video_frames_decoded));
+  // Every frame is composited on the whole canvas (libwebp copies the canvas for each frame
+  // that is not a key frame), so the work is frames x canvas however small the frames are: a
+  // few hundred KB of 24x16 frames on an 8000x8000 canvas took about half a second a frame.
+  // The budget is the work of 32 frames of the largest size the limits allow (2.1 G canvas
+  // pixels by default, some 15 s; 1000 frames of 1920x1080 fit).
+  const double work = static_cast<double>(anim.frame_count) * static_cast<double>(pixels);
+  const double budget = 32.0 * static_cast<double>(limits.max_video_pixels_per_frame);
+  Require(work <= budget, ErrorCode::kTooLarge,
+          "WebP animation of " + std::to_string(anim.frame_count) + " frames on a " +
+              std::to_string(anim.canvas_width) + "x" + std::to_string(anim.canvas_height) +
+              " canvas is over the decoding budget of " +
+              std::to_string(static_cast<int64_t>(budget)) + " canvas pixels");
   // Durations from the demuxer: no frame needs decoding to know the length.
   const WebPDemuxer* demux = WebPAnimDecoderGetDemuxer(s_->decoder);
   int64_t total_ms = 0;

@@ -41,6 +41,10 @@ int OrientationFromTiff(std::string_view t) {
 
 }  // namespace
 
+int ReadTiffExifOrientation(std::string_view tiff) {
+  return OrientationFromTiff(tiff);
+}
+
 int ReadJpegExifOrientation(std::string_view b) {
   if (b.size() < 4 || Byte(b, 0) != 0xFF || Byte(b, 1) != 0xD8) return 1;
   size_t i = 2;

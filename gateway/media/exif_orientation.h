@@ -12,6 +12,9 @@ namespace m3::media {
 // or it is malformed (a bad tag never fails an otherwise decodable image).
 int ReadJpegExifOrientation(std::string_view jpeg);
 
+// The same from a bare TIFF structure (a PNG eXIf chunk's payload); 1 when malformed.
+int ReadTiffExifOrientation(std::string_view tiff);
+
 // True for orientations 5..8, which swap width and height.
 inline bool OrientationSwapsAxes(int orientation) {
   return orientation >= 5 && orientation <= 8;

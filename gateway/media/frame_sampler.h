@@ -10,7 +10,11 @@
 
 namespace m3::media {
 
+// Most frames one sampling may pick (the times are allocated before the frames are decoded).
+inline constexpr int64_t kMaxSampledFrames = int64_t{1} << 20;
+
 // Seconds from the stream start, ascending. Empty when sampling.all_frames (every frame).
+// Throws kTooLarge when more than kMaxSampledFrames would be sampled.
 std::vector<double> SampleFrameTimes(const FrameSampling& sampling, double duration,
                                      int64_t frame_count);
 

@@ -1,4 +1,4 @@
-// Image decoding with libjpeg-turbo (JPEG), OpenCV imgcodecs and FFmpeg (GIF); see
+// Image decoding with libjpeg-turbo (JPEG), libpng (PNG), OpenCV imgcodecs and FFmpeg (GIF); see
 // image_decoder.h.
 #include "gateway/media/image_decoder.h"
 
@@ -10,16 +10,12 @@
 
 #include "gateway/media/exif_orientation.h"
 #include "gateway/media/jpeg_decoder.h"
+#include "gateway/media/png_decoder.h"
 #include "gateway/media/video_decoder.h"
 #include "shared/error.h"
 
 namespace m3::media {
 namespace {
-
-// PNG IHDR: bit depth at byte 24, colour type at byte 25 (0 = grayscale).
-bool IsPng16BitGray(std::string_view b) {
-  return b.size() > 25 && static_cast<uint8_t>(b[24]) == 16 && static_cast<uint8_t>(b[25]) == 0;
-}
 
 ImageBuffer DecodeGif(std::string_view bytes, const MediaLimits& limits) {
   VideoDecoder decoder(bytes, limits);
@@ -53,23 +49,10 @@ ImageBuffer DecodeImage(std::string_view bytes, const ImageHeader& header,
     if (auto rgb = DecodeJpeg(bytes, denom)) return std::move(*rgb);
     // CMYK / YCCK: OpenCV's conversion below.
   }
+  if (header.format == MediaFormat::kPng) {
+    if (auto rgb = DecodePng(bytes)) return std::move(*rgb);
+  }
   try {
-    if (header.format == MediaFormat::kPng && IsPng16BitGray(bytes)) {
-      const cv::Mat gray = cv::imdecode(encoded, cv::IMREAD_ANYDEPTH | cv::IMREAD_GRAYSCALE);
-      Require(!gray.empty() && gray.depth() == CV_16U, ErrorCode::kInvalidArgument,
-              "PNG: corrupt or truncated image data");
-      ImageBuffer out;
-      out.Allocate(gray.cols, gray.rows, ChannelOrder::kRGB);
-      for (int y = 0; y < gray.rows; ++y) {
-        const uint16_t* s = gray.ptr<uint16_t>(y);
-        uint8_t* d = out.row(y);
-        for (int x = 0; x < gray.cols; ++x) {
-          const uint8_t v = static_cast<uint8_t>(std::min<uint16_t>(s[x], 255));
-          d[3 * x] = d[3 * x + 1] = d[3 * x + 2] = v;
-        }
-      }
-      return out;
-    }
     // Decode straight into the padded buffer when the decoder keeps the header's size (no
     // EXIF rotation); otherwise copy what it produced.
     ImageBuffer out;

@@ -1,9 +1,9 @@
 // DecodeImage: encoded image bytes -> 8-bit 3-channel pixels, converted the way the reference
 // loader (PIL: exif_transpose, then convert("RGB")) does: EXIF orientation applied, alpha
 // dropped without compositing, grayscale and palette expanded, 16-bit samples reduced like
-// PIL (RGB/RGBA/LA: the high byte; plain 16-bit grayscale: clamped to 255). JPEG, PNG, WebP,
-// BMP and TIFF decode with OpenCV; GIF (first frame) with FFmpeg; JPEG with libjpeg-turbo
-// (see jpeg_decoder.h; CMYK JPEGs with OpenCV).
+// PIL (RGB/RGBA/LA: the high byte; plain 16-bit grayscale: clamped to 255). WebP, BMP and TIFF
+// decode with OpenCV; GIF (first frame) with FFmpeg; JPEG with libjpeg-turbo (see
+// jpeg_decoder.h; CMYK JPEGs with OpenCV); PNG with libpng (see png_decoder.h).
 #pragma once
 
 #include <string_view>

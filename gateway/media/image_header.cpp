@@ -45,7 +45,35 @@ ImageHeader Png(const Reader& r) {
   return {MediaFormat::kPng, r.BE32(16), r.BE32(20), false};
 }
 
-ImageHeader Jpeg(const Reader& r) {
+// Whether the JPEG's segment structure, walked from `pos` (just after the frame header), reaches
+// the end-of-image marker. Segments are skipped by their length and entropy-coded data by
+// scanning (it stuffs 0xFF as FF 00, so only restart markers and real markers follow an FF),
+// so FF D9 bytes inside a comment, an EXIF thumbnail or any other segment do not count: a file
+// cut short (an upload that stopped mid-scan) has no EOI on this walk, while libjpeg would
+// quietly turn its missing rows gray.
+bool JpegReachesEnd(std::string_view b, size_t pos) {
+  const size_t n = b.size();
+  auto at = [&](size_t i) { return static_cast<uint8_t>(b[i]); };
+  while (pos < n) {
+    // Next marker: an FF run and a code. FF 00 and restarts belong to entropy-coded data; other
+    // bytes between segments are skipped as libjpeg does (its "extraneous bytes" warning).
+    const void* ff = std::memchr(b.data() + pos, 0xFF, n - pos);
+    if (ff == nullptr) return false;
+    pos = static_cast<size_t>(static_cast<const char*>(ff) - b.data());
+    while (pos < n && at(pos) == 0xFF) ++pos;
+    if (pos >= n) return false;
+    const uint8_t marker = at(pos++);
+    if (marker == 0x00 || (marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) continue;
+    if (marker == 0xD9) return true;
+    if (pos + 2 > n) return false;
+    const size_t len = size_t{at(pos)} << 8 | at(pos + 1);
+    if (len < 2 || len > n - pos) return false;
+    pos += len;
+  }
+  return false;
+}
+
+ImageHeader Jpeg(const Reader& r, std::string_view bytes) {
   size_t pos = 2;
   while (true) {
     Require(r.U8(pos) == 0xFF, ErrorCode::kInvalidArgument, "JPEG: corrupt marker sequence");
@@ -61,6 +89,8 @@ ImageHeader Jpeg(const Reader& r) {
     if (sof) {
       const int64_t h = r.BE16(pos + 3), w = r.BE16(pos + 5);
       Require(h > 0, ErrorCode::kUnsupported, "JPEG: height defined by a DNL marker");
+      Require(JpegReachesEnd(bytes, pos + len), ErrorCode::kInvalidArgument,
+              "JPEG: truncated image data (the scans end without an end-of-image marker)");
       return {MediaFormat::kJpeg, w, h, false};
     }
     pos += len;
@@ -140,9 +170,14 @@ ImageHeader Tiff(const Reader& r) {
     const size_t e = ifd + 2 + 12 * size_t{i};
     const uint32_t tag = u16(e), type = u16(e + 2);
     if (tag != 256 && tag != 257) continue;
+    // libtiff keeps the first of duplicated tags (and ignores later ones with a warning): the
+    // size checked here must be the size it decodes, or a small second entry would let a huge
+    // first one past the pixel limit.
+    int64_t& side = tag == 256 ? w : h;
+    if (side >= 0) continue;
     const int64_t v = type == 3 ? u16(e + 8) : type == 4 ? u32(e + 8) : -1;
     Require(v >= 0, ErrorCode::kInvalidArgument, "TIFF: bad image size tag type");
-    (tag == 256 ? w : h) = v;
+    side = v;
   }
   Require(w >= 0 && h >= 0, ErrorCode::kInvalidArgument, "TIFF: image size tags missing");
   return {MediaFormat::kTiff, w, h, false};
@@ -202,7 +237,7 @@ ImageHeader ReadImageHeader(std::string_view bytes) {
       h = Png(Reader(bytes, "PNG"));
       break;
     case MediaFormat::kJpeg:
-      h = Jpeg(Reader(bytes, "JPEG"));
+      h = Jpeg(Reader(bytes, "JPEG"), bytes);
       break;
     case MediaFormat::kGif:
       h = Gif(Reader(bytes, "GIF"));
@@ -228,7 +263,16 @@ ImageHeader ReadImageHeader(std::string_view bytes) {
                   "leading bytes");
   }
   Require(h.width > 0 && h.height > 0, ErrorCode::kInvalidArgument,
-          std::string(FormatName(f)) + ": image size is zero");
+          std::string(FormatName(f)) + ": invalid image size " + std::to_string(h.width) + "x" +
+              std::to_string(h.height) + " (zero or negative)");
+  // 32-bit fields (PNG, TIFF) can claim up to 4294967295 per side, whose product overflows
+  // int64; no decoder here goes past 2^31 - 1 (PNG's own bound), so larger is refused here and
+  // width * height stays exact for every later check.
+  constexpr int64_t kMaxSide = 0x7fffffff;
+  Require(h.width <= kMaxSide && h.height <= kMaxSide, ErrorCode::kTooLarge,
+          std::string(FormatName(f)) + " image of " + std::to_string(h.width) + "x" +
+              std::to_string(h.height) + " is over the largest supported side of " +
+              std::to_string(kMaxSide) + " pixels");
   return h;
 }
 

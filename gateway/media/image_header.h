@@ -28,9 +28,11 @@ struct ImageHeader {
   bool animated = false;  // GIF with several frames / WebP with an ANIM chunk (as far as known)
 };
 
-// Parses just enough of the file to know its format and size. Throws m3::Error:
-// kInvalidArgument for unknown or truncated/corrupt headers, kUnsupported for video
-// containers and image variants this build cannot decode.
+// Parses just enough of the file to know its format and size (for JPEG, also walks the segments
+// to the end-of-image marker, since libjpeg decodes a truncated file without an error). Throws
+// m3::Error: kInvalidArgument for unknown or truncated/corrupt headers, kTooLarge for sides
+// over 2^31 - 1, kUnsupported for video containers and image variants this build cannot
+// decode.
 ImageHeader ReadImageHeader(std::string_view bytes);
 
 }  // namespace m3::media

@@ -14,6 +14,7 @@
 #include "gateway/media/image_decoder.h"
 #include "gateway/media/image_header.h"
 #include "gateway/media/jpeg_decoder.h"
+#include "gateway/media/png_decoder.h"
 #include "gateway/media/video_decoder.h"
 #include "shared/error.h"
 
@@ -48,22 +49,31 @@ PreprocessedMedia MediaPreprocessor::ProcessImage(std::string_view bytes,
   // Shape checks (aspect ratio) before spending time on decoding.
   processor_->ImageResize(header.height, header.width, options);
 
-  // JPEG (the common case) decodes and resizes in one streaming pass; other formats, and CMYK
-  // JPEGs, are decoded whole first.
+  // JPEG and PNG (the common cases) decode and resize in one streaming pass, never holding the
+  // full-size picture; other formats, and CMYK JPEGs, are decoded whole first.
   ResizeTarget target;
   std::optional<ImageBuffer> resized;
-  if (header.format == MediaFormat::kJpeg) {
-    Require(JpegHasEndMarker(bytes), ErrorCode::kInvalidArgument,
-            "JPEG: truncated image data (no end-of-image marker)");
+  if (header.format == MediaFormat::kJpeg || header.format == MediaFormat::kPng) {
+    const bool jpeg = header.format == MediaFormat::kJpeg;
+    if (jpeg) {
+      Require(JpegHasEndMarker(bytes), ErrorCode::kInvalidArgument,
+              "JPEG: truncated image data (no end-of-image marker)");
+    }
     // The target is for the upright picture; EXIF rotations swap the stored axes.
-    const bool swap = OrientationSwapsAxes(ReadJpegExifOrientation(bytes));
+    const bool swap =
+        OrientationSwapsAxes(jpeg ? ReadJpegExifOrientation(bytes) : ReadPngExifOrientation(bytes));
     target = processor_->ImageResize(swap ? header.width : header.height,
                                      swap ? header.height : header.width, options);
-    const int denom = limits_.jpeg_draft ? JpegDraftDenominator(header.width, header.height,
-                                                                swap ? target.height : target.width,
-                                                                swap ? target.width : target.height)
-                                         : 1;
-    resized = DecodeJpegResized(bytes, target.width, target.height, denom);
+    if (jpeg) {
+      const int denom = limits_.jpeg_draft
+                            ? JpegDraftDenominator(header.width, header.height,
+                                                   swap ? target.height : target.width,
+                                                   swap ? target.width : target.height)
+                            : 1;
+      resized = DecodeJpegResized(bytes, target.width, target.height, denom);
+    } else {
+      resized = DecodePngResized(bytes, target.width, target.height);
+    }
   }
   if (!resized) {
     const ImageBuffer decoded = DecodeImage(bytes, header, limits_);

@@ -6,17 +6,20 @@ extern "C" {
 #include <libavformat/avformat.h>
 #include <libavutil/display.h>
 #include <libavutil/imgutils.h>
+#include <libavutil/mem.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 }
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "gateway/media/image_header.h"
 #include "shared/error.h"
 
 namespace m3::media {
@@ -124,6 +127,67 @@ void Rotate(const ImageBuffer& in, int degrees, ImageBuffer& out) {
   }
 }
 
+// Packets (of every stream) one pass over a file may read: 16 per decodable frame, or 1000 a
+// second of the longest video allowed (audio and subtitle tracks add packets to every frame),
+// whichever is more. Demuxing from memory costs about a microsecond a packet; the cap only
+// stops inputs whose index makes the demuxer hand out packets without end.
+int64_t MaxPackets(const MediaLimits& limits) {
+  const double by_time = 1000.0 * std::clamp(limits.max_video_seconds, 1.0, 1e6);
+  return std::max<int64_t>(16 * std::max<int64_t>(limits.max_video_frames_decoded, 1000),
+                           static_cast<int64_t>(by_time));
+}
+
+std::string TooManyPackets(const MediaLimits& limits) {
+  return "video: corrupt container (more than " + std::to_string(MaxPackets(limits)) +
+         " packets read)";
+}
+
+// AVI header chunks (everything before the 'movi' list: stream headers, extradata, INFO tags)
+// are read into memory at their declared size, zero-filled first: a 5 KB file whose INFO list
+// declares a 2 GB chunk made FFmpeg allocate and clear 2 GB. Such a chunk cannot be real when it
+// runs past the end of the file, so it is refused before FFmpeg sees it. Frame data ('movi')
+// and the index ('idx1') are streamed, and a truncated file may still cut them short.
+void CheckAviHeaderChunks(std::string_view b, size_t begin, size_t end, int depth) {
+  auto le32 = [&](size_t i) {
+    return static_cast<uint32_t>(static_cast<uint8_t>(b[i])) |
+           static_cast<uint32_t>(static_cast<uint8_t>(b[i + 1])) << 8 |
+           static_cast<uint32_t>(static_cast<uint8_t>(b[i + 2])) << 16 |
+           static_cast<uint32_t>(static_cast<uint8_t>(b[i + 3])) << 24;
+  };
+  size_t p = begin;
+  while (p + 8 <= end) {
+    const std::string_view id = b.substr(p, 4);
+    const size_t size = le32(p + 4);
+    const bool list = id == "LIST" && p + 12 <= end;
+    if (list && b.substr(p + 8, 4) == "movi") return;
+    if (id == "idx1") return;
+    Require(size <= b.size() - (p + 8), ErrorCode::kInvalidArgument,
+            "AVI: header chunk of " + std::to_string(size) +
+                " bytes runs past the end of the file (corrupt or truncated)");
+    if (list && depth < 4) CheckAviHeaderChunks(b, p + 12, p + 8 + size, depth + 1);
+    p += 8 + size + (size & 1);
+  }
+}
+
+// FFmpeg's allocations are capped (av_max_alloc, process-wide) at what the largest frame the
+// limits allow can need (8 bytes a pixel: 16-bit RGBA), so no header field of a corrupt file can
+// make a demuxer allocate gigabytes. Only ever raised, since decoders with different limits may
+// run side by side.
+void RaiseFfmpegAllocationCap(const MediaLimits& limits) {
+  static std::mutex mu;
+  static size_t cap = 0;
+  const double want =
+      std::max(256.0 * (1 << 20),
+               8.0 * static_cast<double>(limits.max_video_pixels_per_frame) + 64.0 * (1 << 20));
+  const size_t wanted = want >= static_cast<double>(INT_MAX) ? static_cast<size_t>(INT_MAX)
+                                                             : static_cast<size_t>(want);
+  std::lock_guard<std::mutex> lock(mu);
+  if (wanted > cap) {
+    cap = wanted;
+    av_max_alloc(cap);
+  }
+}
+
 }  // namespace
 
 struct VideoDecoder::State {
@@ -189,6 +253,18 @@ VideoDecoder::VideoDecoder(std::string_view bytes, const MediaLimits& limits)
   // as m3::Error instead.
   static std::once_flag quiet;
   std::call_once(quiet, [] { av_log_set_level(AV_LOG_FATAL); });
+  // FFmpeg's GIF decoder drops a logical screen it cannot allocate and reports no size at all;
+  // the screen is in the first 10 bytes, so an oversized one is named for what it is.
+  if (SniffFormat(bytes) == MediaFormat::kGif) {
+    const ImageHeader gif = ReadImageHeader(bytes);
+    Require(gif.width * gif.height <= limits.max_video_pixels_per_frame, ErrorCode::kTooLarge,
+            "GIF logical screen of " + std::to_string(gif.width) + "x" +
+                std::to_string(gif.height) + " is over the per-frame pixel limit");
+  }
+  if (bytes.size() >= 12 && bytes.substr(0, 4) == "RIFF" && bytes.substr(8, 4) == "AVI ") {
+    CheckAviHeaderChunks(bytes, 12, bytes.size(), 0);
+  }
+  RaiseFfmpegAllocationCap(limits);
   State& s = *s_;
   s.limits = limits;
   s.input = {reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()), 0};
@@ -224,7 +300,10 @@ VideoDecoder::VideoDecoder(std::string_view bytes, const MediaLimits& limits)
   VideoInfo& info = s.info;
   info.codec = codec_name ? codec_name : "";
   const int64_t w = st->codecpar->width, h = st->codecpar->height;
-  Require(w > 0 && h > 0, ErrorCode::kInvalidArgument, "video: frame size unknown");
+  // FFmpeg zeroes sizes it cannot accept (e.g. a header claiming 100000x100000 for a codec
+  // with no size of its own), so this also covers absurd claims.
+  Require(w > 0 && h > 0, ErrorCode::kInvalidArgument,
+          "video: the stream declares no usable frame size (missing, zero or invalid)");
   Require(w * h <= limits.max_video_pixels_per_frame, ErrorCode::kTooLarge,
           "video frames of " + std::to_string(w) + "x" + std::to_string(h) +
               " are over the pixel limit");
@@ -240,21 +319,35 @@ VideoDecoder::VideoDecoder(std::string_view bytes, const MediaLimits& limits)
   info.fps = rate.num > 0 && rate.den > 0 ? av_q2d(rate) : 0;
   if (duration <= 0) {
     // No declared duration: demux (without decoding) to the last packet, then rewind.
-    int64_t last = AV_NOPTS_VALUE, count = 0;
+    int64_t count = 0, packets = 0;
+    double last = 0;
+    bool seen_last = false;
     AVPacket* p = av_packet_alloc();
+    Require(p != nullptr, ErrorCode::kResourceExhausted, "video: out of memory");
     while (av_read_frame(s.fmt, p) >= 0) {
+      if (++packets > MaxPackets(limits)) {
+        av_packet_free(&p);
+        throw Error(ErrorCode::kInvalidArgument, TooManyPackets(limits));
+      }
       if (p->stream_index == s.stream) {
         ++count;
         const int64_t ts = p->pts != AV_NOPTS_VALUE ? p->pts : p->dts;
-        if (ts != AV_NOPTS_VALUE) last = std::max(last, ts + std::max<int64_t>(p->duration, 0));
+        if (ts != AV_NOPTS_VALUE) {  // in double: a corrupt file's int64 values may overflow
+          const double end =
+              static_cast<double>(ts) + static_cast<double>(std::max<int64_t>(p->duration, 0));
+          last = seen_last ? std::max(last, end) : end;
+          seen_last = true;
+        }
       }
       av_packet_unref(p);
-      Require(count <= limits.max_video_frames_decoded, ErrorCode::kTooLarge,
-              "video has more frames than the limit of " +
-                  std::to_string(limits.max_video_frames_decoded));
+      if (count > limits.max_video_frames_decoded) {
+        av_packet_free(&p);
+        throw Error(ErrorCode::kTooLarge, "video has more frames than the limit of " +
+                                              std::to_string(limits.max_video_frames_decoded));
+      }
     }
     av_packet_free(&p);
-    if (last != AV_NOPTS_VALUE) duration = (last - s.start_pts) * s.time_base;
+    if (seen_last) duration = (last - static_cast<double>(s.start_pts)) * s.time_base;
     if (duration <= 0 && info.fps > 0) duration = count / info.fps;
     if (info.fps <= 0 && duration > 0) info.fps = count / duration;
     av_seek_frame(s.fmt, s.stream, s.start_pts, AVSEEK_FLAG_BACKWARD);
@@ -321,12 +414,37 @@ int64_t VideoDecoder::Decode(std::span<const double> times, const FrameSink& sin
   const double frame_period = 1.0 / s.info.fps;
   constexpr double kEps = 1e-6;
   size_t next = 0;  // first requested time not served yet
-  int64_t calls = 0, decoded = 0, max_read_pts = INT64_MIN, synthetic_pts = 0;
+  int64_t calls = 0, decoded = 0, max_read_pts = INT64_MIN, synthetic_pts = 0, packets = 0;
+  // Keyframe of the last seek: seeks only ever go to later keyframes, so a corrupt index that
+  // sends the demuxer back to the start cannot make decoding loop forever.
+  int64_t last_seek_keyframe = INT64_MIN;
   bool stop = false;
   int decode_errors = 0;
   ImageBuffer rgb, rotated;
+  // Each delivered frame is converted, rotated and resampled at full size, however little data
+  // it took to encode: a 20 KB GIF of 1x1 frames on an 8000x8000 screen asked for minutes of
+  // work. Delivered pixels are capped at 128 frames of the largest size the limits allow (8.6 G
+  // pixels by default: 768 sampled 4K frames fit), checked up front and as frames come.
+  const double budget = 128.0 * static_cast<double>(s.limits.max_video_pixels_per_frame);
+  const double planned = static_cast<double>(all ? s.info.frame_count : static_cast<int64_t>(n)) *
+                         static_cast<double>(s.info.width) * static_cast<double>(s.info.height);
+  Require(planned <= budget, ErrorCode::kTooLarge,
+          "video: " + std::to_string(all ? s.info.frame_count : static_cast<int64_t>(n)) +
+              " frames of " + std::to_string(s.info.width) + "x" + std::to_string(s.info.height) +
+              " are over the decoding budget of " + std::to_string(static_cast<int64_t>(budget)) +
+              " pixels (fewer frames, or a smaller video)");
+  double delivered_pixels = 0;
 
-  auto to_seconds = [&](int64_t pts) { return (pts - s.start_pts) * s.time_base; };
+  // Timestamps of a corrupt file can be anywhere in int64: arithmetic on them goes through
+  // double, and back to int64 only clamped.
+  auto to_seconds = [&](int64_t pts) {
+    return (static_cast<double>(pts) - static_cast<double>(s.start_pts)) * s.time_base;
+  };
+  auto to_ticks = [](double v) -> int64_t {
+    if (!(v > -9.0e18)) return INT64_MIN / 2;
+    if (!(v < 9.0e18)) return INT64_MAX / 2;
+    return static_cast<int64_t>(v);
+  };
 
   auto handle_frame = [&](AVFrame* f) {
     ++decoded;
@@ -349,6 +467,10 @@ int64_t VideoDecoder::Decode(std::span<const double> times, const FrameSink& sin
     bool converted = false;
     auto deliver = [&](int64_t target) {
       if (!converted) {
+        delivered_pixels += static_cast<double>(f->width) * static_cast<double>(f->height);
+        Require(delivered_pixels <= budget, ErrorCode::kTooLarge,
+                "video: the decoded frames are over the decoding budget of " +
+                    std::to_string(static_cast<int64_t>(budget)) + " pixels");
         s.Convert(f, rgb);
         if (s.info.rotation != 0) {
           Rotate(rgb, s.info.rotation, rotated);
@@ -391,12 +513,15 @@ int64_t VideoDecoder::Decode(std::span<const double> times, const FrameSink& sin
   // everything read so far (needs a seek index, as MP4 and Matroska have).
   auto maybe_seek = [&]() {
     if (all || next >= n || max_read_pts == INT64_MIN) return;
-    const int64_t target = s.start_pts + static_cast<int64_t>(times[next] / s.time_base);
+    const int64_t target = to_ticks(static_cast<double>(s.start_pts) + times[next] / s.time_base);
     const AVIndexEntry* e =
         avformat_index_get_entry_from_timestamp(st, target, AVSEEK_FLAG_BACKWARD);
-    if (!e || e->timestamp <= max_read_pts + static_cast<int64_t>(frame_period / s.time_base)) {
+    if (!e || e->timestamp <= last_seek_keyframe ||
+        static_cast<double>(e->timestamp) <=
+            static_cast<double>(max_read_pts) + frame_period / s.time_base) {
       return;
     }
+    last_seek_keyframe = e->timestamp;
     if (av_seek_frame(s.fmt, s.stream, target, AVSEEK_FLAG_BACKWARD) >= 0) {
       avcodec_flush_buffers(s.dec);
       max_read_pts = INT64_MIN;
@@ -406,6 +531,10 @@ int64_t VideoDecoder::Decode(std::span<const double> times, const FrameSink& sin
   while (!stop) {
     const int r = av_read_frame(s.fmt, s.pkt);
     if (r < 0) break;  // end of file, or a truncated file: decode what was read
+    if (++packets > MaxPackets(s.limits)) {
+      av_packet_unref(s.pkt);
+      throw Error(ErrorCode::kInvalidArgument, TooManyPackets(s.limits));
+    }
     if (s.pkt->stream_index != s.stream) {
       av_packet_unref(s.pkt);
       continue;

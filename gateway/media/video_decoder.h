@@ -46,6 +46,8 @@ class VideoDecoder {
   // `times`: ascending seconds from the stream start; each is served by the frame shown at
   // that time (the frame whose display interval contains it, or the next frame after a gap).
   // Empty `times` = every frame (target = frame number). Returns the number of sink calls.
+  // Throws kTooLarge when the frames to deliver add up to more than 128 frames of the largest
+  // size `limits` allow (checked before decoding, and again as frames arrive).
   int64_t Decode(std::span<const double> times, const FrameSink& sink);
 
  private:

@@ -30,7 +30,8 @@ int HttpStatusFor(ErrorCode code);
 std::string_view ErrorCodeSlug(ErrorCode code);  // the "code" field, e.g. "media_url_refused"
 int GrpcStatusCodeFor(ErrorCode code);           // a grpc::StatusCode value
 
-// {"error": {"message", "type", "param", "code"}}
+// {"error": {"message", "type", "param", "code"}}; message and param are made valid UTF-8
+// (invalid bytes become U+FFFD) so the body always serializes.
 nlohmann::json OpenAiErrorBody(int http_status, std::string_view message,
                                std::optional<std::string> param, std::string_view code);
 // Uses the ParamError's param when `error` is one.
