@@ -31,22 +31,13 @@ ImageBuffer DecodeGif(std::string_view bytes, const MediaLimits& limits) {
 }  // namespace
 
 ImageBuffer DecodeImage(std::string_view bytes, const ImageHeader& header,
-                        const MediaLimits& limits, const DecodeDraft& draft) {
+                        const MediaLimits& limits) {
   if (header.format == MediaFormat::kGif) return DecodeGif(bytes, limits);
   const cv::Mat encoded(1, static_cast<int>(bytes.size()), CV_8UC1,
                         const_cast<char*>(bytes.data()));
   const std::string what(FormatName(header.format));
-  Require(header.format != MediaFormat::kJpeg || JpegHasEndMarker(bytes),
-          ErrorCode::kInvalidArgument, "JPEG: truncated image data (no end-of-image marker)");
   if (header.format == MediaFormat::kJpeg) {
-    int denom = 1;
-    if (draft.min_width > 0 && draft.min_height > 0) {
-      const bool swap = OrientationSwapsAxes(ReadJpegExifOrientation(bytes));
-      denom = JpegDraftDenominator(header.width, header.height,
-                                   swap ? draft.min_height : draft.min_width,
-                                   swap ? draft.min_width : draft.min_height);
-    }
-    if (auto rgb = DecodeJpeg(bytes, denom)) return std::move(*rgb);
+    if (auto rgb = DecodeJpeg(bytes)) return std::move(*rgb);
     // CMYK / YCCK: OpenCV's conversion below.
   }
   if (header.format == MediaFormat::kPng) {

@@ -21,16 +21,9 @@ namespace m3::media {
 // Copies an 8-bit BGR OpenCV image (what imdecode and imread give) into an ImageBuffer.
 ImageBuffer ImageBufferFromBgrMat(const cv::Mat& bgr);
 
-// Permission to decode smaller than stored (JPEG DCT scaling, PIL's Image.draft): the result
-// may be any size of at least min_width x min_height (upright, after EXIF orientation).
-// Zero: full size. Formats without cheap reduced decoding ignore it.
-struct DecodeDraft {
-  int64_t min_width = 0, min_height = 0;
-};
-
 // `header` is ReadImageHeader(bytes), already checked against the limits. Throws
 // kInvalidArgument for corrupt or truncated data.
 ImageBuffer DecodeImage(std::string_view bytes, const ImageHeader& header,
-                        const MediaLimits& limits, const DecodeDraft& draft = {});
+                        const MediaLimits& limits);
 
 }  // namespace m3::media

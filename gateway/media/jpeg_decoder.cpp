@@ -196,9 +196,4 @@ std::optional<ImageBuffer> DecodeJpegResized(std::string_view bytes, int64_t out
   return out;
 }
 
-bool JpegHasEndMarker(std::string_view b) {
-  const size_t sos = b.find("\xFF\xDA");
-  return sos != std::string_view::npos && b.find("\xFF\xD9", sos + 2) != std::string_view::npos;
-}
-
 }  // namespace m3::media

@@ -1,7 +1,9 @@
 // JpegDecoder: JPEG decoding with libjpeg-turbo straight into RGB, with the settings PIL's
 // JPEG plugin uses by default (ISLOW integer IDCT, fancy upsampling) so the pixels equal what
 // the reference sees, optional DCT-domain downscaling (PIL's Image.draft), and the EXIF
-// orientation applied afterwards.
+// orientation applied afterwards. libjpeg decodes a truncated stream without an error (the
+// missing rows turn gray), so callers check the structure first: ReadImageHeader refuses a JPEG
+// whose segments do not reach an end-of-image marker.
 #pragma once
 
 #include <cstdint>
@@ -37,10 +39,5 @@ std::optional<ImageBuffer> DecodeJpeg(std::string_view bytes, int scale_denom = 
 // whole first: the resize must see them upright.)
 std::optional<ImageBuffer> DecodeJpegResized(std::string_view bytes, int64_t out_width,
                                              int64_t out_height, int scale_denom = 1);
-
-// libjpeg decodes a truncated stream without an error (the missing rows turn gray), so callers
-// require the end-of-image marker after the first start-of-scan; entropy-coded data stuffs
-// 0xFF bytes, so FF D9 there can only be the real marker.
-bool JpegHasEndMarker(std::string_view bytes);
 
 }  // namespace m3::media

@@ -55,10 +55,6 @@ PreprocessedMedia MediaPreprocessor::ProcessImage(std::string_view bytes,
   std::optional<ImageBuffer> resized;
   if (header.format == MediaFormat::kJpeg || header.format == MediaFormat::kPng) {
     const bool jpeg = header.format == MediaFormat::kJpeg;
-    if (jpeg) {
-      Require(JpegHasEndMarker(bytes), ErrorCode::kInvalidArgument,
-              "JPEG: truncated image data (no end-of-image marker)");
-    }
     // The target is for the upright picture; EXIF rotations swap the stored axes.
     const bool swap =
         OrientationSwapsAxes(jpeg ? ReadJpegExifOrientation(bytes) : ReadPngExifOrientation(bytes));

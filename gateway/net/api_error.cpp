@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "gateway/unicode/utf8.h"
+
 namespace m3::net {
 
 int HttpStatusFor(ErrorCode code) {
@@ -93,38 +95,10 @@ int GrpcStatusCodeFor(ErrorCode code) {
 
 namespace {
 
-// `s` with every byte that is not part of a well-formed UTF-8 sequence replaced by U+FFFD.
 // Messages quote client bytes (an HTTP target, a data: URI's media type), and nlohmann's dump()
-// throws on invalid UTF-8, which turned a 404 into a 500.
+// throws on invalid UTF-8, which would turn a 404 into a 500.
 std::string ValidUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<uint8_t>(s[i]);
-    size_t len = c < 0x80           ? 1
-                 : (c >> 5) == 0x6  ? 2
-                 : (c >> 4) == 0xE  ? 3
-                 : (c >> 3) == 0x1E ? 4
-                                    : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<uint8_t>(s[i + k]) & 0xC0) == 0x80;
-    if (ok && len > 1) {
-      // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are invalid too.
-      uint32_t cp = c & (0x7F >> len);
-      for (size_t k = 1; k < len; ++k) cp = cp << 6 | (static_cast<uint8_t>(s[i + k]) & 0x3F);
-      static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-      ok = cp >= kMin[len] && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
-    }
-    if (ok) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
+  return unicode::IsValidUtf8(s) ? std::string(s) : unicode::RepairUtf8(s);
 }
 
 }  // namespace

@@ -147,7 +147,6 @@ template <typename DecodeResize>
 m3::HostTensor EndToEnd(std::string_view bytes, const M3VisionProcessor& proc,
                         DecodeResize&& decode_resize) {
   const JpegInfo info = ReadJpegInfo(bytes);
-  m3::Require(JpegHasEndMarker(bytes), m3::ErrorCode::kInvalidArgument, "JPEG: truncated");
   const bool swap = OrientationSwapsAxes(info.orientation);
   const ResizeTarget t = proc.ImageResize(swap ? info.width : info.height,
                                           swap ? info.height : info.width, MediaOptions{});
