@@ -45,6 +45,24 @@ int ReadTiffExifOrientation(std::string_view tiff) {
   return OrientationFromTiff(tiff);
 }
 
+int ReadWebpExifOrientation(std::string_view b) {
+  // RIFF "WEBP", then chunks: a fourcc, a little-endian 32-bit size, the payload padded to even.
+  if (b.size() < 12 || b.substr(0, 4) != "RIFF" || b.substr(8, 4) != "WEBP") return 1;
+  size_t i = 12;
+  while (i + 8 <= b.size()) {
+    const size_t size = size_t{Byte(b, i + 4)} | size_t{Byte(b, i + 5)} << 8 |
+                        size_t{Byte(b, i + 6)} << 16 | size_t{Byte(b, i + 7)} << 24;
+    if (size > b.size() - (i + 8)) return 1;
+    if (b.substr(i, 4) == "EXIF") {
+      std::string_view tiff = b.substr(i + 8, size);
+      if (tiff.substr(0, 6) == std::string_view("Exif\0\0", 6)) tiff.remove_prefix(6);
+      return OrientationFromTiff(tiff);
+    }
+    i += 8 + size + (size & 1);
+  }
+  return 1;
+}
+
 int ReadJpegExifOrientation(std::string_view b) {
   if (b.size() < 4 || Byte(b, 0) != 0xFF || Byte(b, 1) != 0xD8) return 1;
   size_t i = 2;

@@ -1,4 +1,5 @@
-// EXIF orientation: reading the Orientation tag (0x0112) from a JPEG's APP1 "Exif" segment and
+// EXIF orientation: reading the Orientation tag (0x0112) from a JPEG's APP1 "Exif" segment (or a
+// PNG's eXIf chunk, a WebP's EXIF chunk) and
 // turning decoded pixels upright the way PIL's ImageOps.exif_transpose does (all 8 values).
 #pragma once
 
@@ -14,6 +15,10 @@ int ReadJpegExifOrientation(std::string_view jpeg);
 
 // The same from a bare TIFF structure (a PNG eXIf chunk's payload); 1 when malformed.
 int ReadTiffExifOrientation(std::string_view tiff);
+
+// The same from a WebP's EXIF chunk (its TIFF body, with or without an "Exif\0\0" prefix); 1
+// when there is none or it is malformed. libwebp ignores it; PIL's exif_transpose does not.
+int ReadWebpExifOrientation(std::string_view webp);
 
 // True for orientations 5..8, which swap width and height.
 inline bool OrientationSwapsAxes(int orientation) {

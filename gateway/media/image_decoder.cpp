@@ -53,8 +53,14 @@ ImageBuffer DecodeImage(std::string_view bytes, const ImageHeader& header,
     cv::imdecode(encoded, cv::IMREAD_COLOR, &target);
     Require(!target.empty() && target.type() == CV_8UC3, ErrorCode::kInvalidArgument,
             what + ": corrupt or truncated image data");
-    if (target.data == out.pixels.data() && target.isContinuous()) return out;
-    return ImageBufferFromBgrMat(target);
+    ImageBuffer decoded = target.data == out.pixels.data() && target.isContinuous()
+                              ? std::move(out)
+                              : ImageBufferFromBgrMat(target);
+    // OpenCV turns JPEGs upright but not WebPs, whose EXIF chunk PIL's exif_transpose applies.
+    if (header.format == MediaFormat::kWebp) {
+      return ApplyExifOrientation(std::move(decoded), ReadWebpExifOrientation(bytes));
+    }
+    return decoded;
   } catch (const cv::Exception& e) {
     throw Error(ErrorCode::kInvalidArgument, what + ": cannot decode: " + e.what());
   }

@@ -1,14 +1,17 @@
 // Image decoding through MediaPreprocessor::ProcessImage for every supported format, with
 // files generated at test time (OpenCV imencode, the ffmpeg CLI): the result must equal the
 // pipeline applied to the pixels the file holds (exactly for lossless formats), with PIL's
-// conversions (EXIF orientation, alpha dropped, grayscale/palette expanded, 16-bit reduced).
+// conversions (EXIF orientation, JPEG/PNG/WebP, alpha dropped, grayscale/palette expanded, 16-bit
+// reduced).
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstring>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <thread>
 
+#include "gateway/media/exif_orientation.h"
 #include "gateway/media/image_decoder.h"
 #include "gateway/media/image_header.h"
 #include "tests/media/media_test_util.h"
@@ -208,4 +211,46 @@ TEST_CASE("concurrent calls on one preprocessor give identical results") {
   }
   for (auto& t : threads) t.join();
   CHECK(mismatches == 0);
+}
+
+namespace {
+
+// `webp` (a simple lossless file: RIFF, WEBP, one VP8L chunk) in the extended layout with an
+// EXIF chunk after the image data, as encoders that keep metadata write it.
+std::string WithWebpExif(const std::string& webp, const std::string& exif, int w, int h) {
+  auto le = [](uint32_t v, int bytes) {
+    std::string s;
+    for (int i = 0; i < bytes; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
+    return s;
+  };
+  const std::string vp8x = "VP8X" + le(10, 4) + le(0x08, 4) + le(w - 1, 3) + le(h - 1, 3);
+  std::string exif_chunk = "EXIF" + le(static_cast<uint32_t>(exif.size()), 4) + exif;
+  if (exif.size() % 2) exif_chunk += '\0';
+  const std::string body = "WEBP" + vp8x + webp.substr(12) + exif_chunk;
+  return "RIFF" + le(static_cast<uint32_t>(body.size()), 4) + body;
+}
+
+}  // namespace
+
+TEST_CASE("WebP EXIF orientation is applied like PIL's exif_transpose") {
+  const cv::Mat pic = Picture(60, 40);
+  const std::string plain = Encode(".webp", pic, {cv::IMWRITE_WEBP_QUALITY, 101});  // lossless
+  REQUIRE(plain.substr(12, 4) == "VP8L");
+  const ImageBuffer stored = ImageBufferFromBgrMat(pic);
+  for (int orientation = 1; orientation <= 8; ++orientation) {
+    for (const bool prefix : {false, true}) {
+      CAPTURE(orientation);
+      CAPTURE(prefix);
+      const std::string tiff = OrientationTiff(static_cast<uint16_t>(orientation), prefix);
+      const std::string webp =
+          WithWebpExif(plain, (prefix ? std::string("Exif\0\0", 6) : std::string()) + tiff, 60, 40);
+      const ImageBuffer decoded = DecodeImage(webp, ReadImageHeader(webp), MediaLimits{});
+      const ImageBuffer upright = ApplyExifOrientation(stored, orientation);
+      REQUIRE(decoded.width == upright.width);
+      REQUIRE(decoded.height == upright.height);
+      CHECK(std::memcmp(decoded.pixels.data(), upright.pixels.data(),
+                        upright.width * upright.height * 3) == 0);
+      if (orientation == 6) CheckExact(webp, upright);
+    }
+  }
 }
