@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "gateway/media/cpu_features.h"
 #include "shared/error.h"
 
 namespace m3::media {
@@ -320,23 +321,6 @@ __attribute__((target("avx512f,avx512bw"))) void VerticalAvx512(const BicubicRes
   }
 }
 #pragma GCC diagnostic pop
-
-bool CpuHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
-
-bool CpuHasAvx512bw() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  return has;
-}
-
-bool CpuHasVbmi() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512vbmi");
-  return has;
-}
 
 // The AVX-512 horizontal tables, or none when a group of four outputs reads beyond one
 // 128-byte window (downscales beyond about 5x) and the AVX2 kernel must serve.

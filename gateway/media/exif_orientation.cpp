@@ -1,6 +1,8 @@
 // EXIF Orientation parsing and the eight pixel transforms; see exif_orientation.h.
 #include "gateway/media/exif_orientation.h"
 
+#include "gateway/media/byte_order.h"
+
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -8,21 +10,13 @@
 namespace m3::media {
 namespace {
 
-uint8_t Byte(std::string_view b, size_t i) {
-  return static_cast<uint8_t>(b[i]);
-}
-
 // Orientation from a TIFF structure (the APP1 payload after "Exif\0\0"), or 1.
 int OrientationFromTiff(std::string_view t) {
   if (t.size() < 8) return 1;
   const bool little = t.substr(0, 2) == "II";
   if (!little && t.substr(0, 2) != "MM") return 1;
-  auto u16 = [&](size_t i) -> uint32_t {
-    return little ? Byte(t, i) | Byte(t, i + 1) << 8 : Byte(t, i) << 8 | Byte(t, i + 1);
-  };
-  auto u32 = [&](size_t i) -> uint32_t {
-    return little ? u16(i) | u16(i + 2) << 16 : u16(i) << 16 | u16(i + 2);
-  };
+  auto u16 = [&](size_t i) { return little ? LoadLE16(t, i) : LoadBE16(t, i); };
+  auto u32 = [&](size_t i) { return little ? LoadLE32(t, i) : LoadBE32(t, i); };
   if (u16(2) != 42) return 1;
   const size_t ifd = u32(4);
   if (ifd + 2 > t.size()) return 1;
@@ -50,8 +44,7 @@ int ReadWebpExifOrientation(std::string_view b) {
   if (b.size() < 12 || b.substr(0, 4) != "RIFF" || b.substr(8, 4) != "WEBP") return 1;
   size_t i = 12;
   while (i + 8 <= b.size()) {
-    const size_t size = size_t{Byte(b, i + 4)} | size_t{Byte(b, i + 5)} << 8 |
-                        size_t{Byte(b, i + 6)} << 16 | size_t{Byte(b, i + 7)} << 24;
+    const size_t size = LoadLE32(b, i + 4);
     if (size > b.size() - (i + 8)) return 1;
     if (b.substr(i, 4) == "EXIF") {
       std::string_view tiff = b.substr(i + 8, size);
@@ -64,11 +57,11 @@ int ReadWebpExifOrientation(std::string_view b) {
 }
 
 int ReadJpegExifOrientation(std::string_view b) {
-  if (b.size() < 4 || Byte(b, 0) != 0xFF || Byte(b, 1) != 0xD8) return 1;
+  if (b.size() < 4 || LoadU8(b, 0) != 0xFF || LoadU8(b, 1) != 0xD8) return 1;
   size_t i = 2;
   while (i + 4 <= b.size()) {
-    if (Byte(b, i) != 0xFF) return 1;
-    const uint8_t marker = Byte(b, i + 1);
+    if (LoadU8(b, i) != 0xFF) return 1;
+    const uint32_t marker = LoadU8(b, i + 1);
     if (marker == 0xFF) {  // fill byte
       ++i;
       continue;
@@ -78,7 +71,7 @@ int ReadJpegExifOrientation(std::string_view b) {
       i += 2;
       continue;
     }
-    const size_t len = Byte(b, i + 2) << 8 | Byte(b, i + 3);
+    const size_t len = LoadBE16(b, i + 2);
     if (len < 2 || i + 2 + len > b.size()) return 1;
     const std::string_view payload = b.substr(i + 4, len - 2);
     if (marker == 0xE1 && payload.size() >= 6 &&

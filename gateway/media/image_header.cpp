@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "gateway/media/byte_order.h"
 #include "shared/error.h"
 
 namespace m3::media {
@@ -24,11 +25,23 @@ class Reader {
     Need(off, 1);
     return static_cast<uint8_t>(b_[off]);
   }
-  uint32_t BE16(size_t off) const { return (U8(off) << 8) | U8(off + 1); }
-  uint32_t BE32(size_t off) const { return (BE16(off) << 16) | BE16(off + 2); }
-  uint32_t LE16(size_t off) const { return U8(off) | (U8(off + 1) << 8); }
+  uint32_t BE16(size_t off) const {
+    Need(off, 2);
+    return LoadBE16(b_, off);
+  }
+  uint32_t BE32(size_t off) const {
+    Need(off, 4);
+    return LoadBE32(b_, off);
+  }
+  uint32_t LE16(size_t off) const {
+    Need(off, 2);
+    return LoadLE16(b_, off);
+  }
   uint32_t LE24(size_t off) const { return LE16(off) | (U8(off + 2) << 16); }
-  uint32_t LE32(size_t off) const { return LE16(off) | (LE16(off + 2) << 16); }
+  uint32_t LE32(size_t off) const {
+    Need(off, 4);
+    return LoadLE32(b_, off);
+  }
   bool Match(size_t off, std::string_view s) const {
     return Has(off, s.size()) && b_.substr(off, s.size()) == s;
   }
@@ -53,20 +66,19 @@ ImageHeader Png(const Reader& r) {
 // quietly turn its missing rows gray.
 bool JpegReachesEnd(std::string_view b, size_t pos) {
   const size_t n = b.size();
-  auto at = [&](size_t i) { return static_cast<uint8_t>(b[i]); };
   while (pos < n) {
     // Next marker: an FF run and a code. FF 00 and restarts belong to entropy-coded data; other
     // bytes between segments are skipped as libjpeg does (its "extraneous bytes" warning).
     const void* ff = std::memchr(b.data() + pos, 0xFF, n - pos);
     if (ff == nullptr) return false;
     pos = static_cast<size_t>(static_cast<const char*>(ff) - b.data());
-    while (pos < n && at(pos) == 0xFF) ++pos;
+    while (pos < n && LoadU8(b, pos) == 0xFF) ++pos;
     if (pos >= n) return false;
-    const uint8_t marker = at(pos++);
+    const uint32_t marker = LoadU8(b, pos++);
     if (marker == 0x00 || (marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) continue;
     if (marker == 0xD9) return true;
     if (pos + 2 > n) return false;
-    const size_t len = size_t{at(pos)} << 8 | at(pos + 1);
+    const size_t len = LoadBE16(b, pos);
     if (len < 2 || len > n - pos) return false;
     pos += len;
   }

@@ -118,6 +118,21 @@ struct Decompressor {
     created = true;  // jpeg_create_decompress runs first; destroying a partial one is safe
     if (!Open(cinfo, state, bytes)) Fail();
   }
+  bool cmyk() const {
+    return cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  }
+  // Opens `bytes` and starts decompression to RGB at 1/scale_denom. False for CMYK/YCCK
+  // JPEGs, which this decoder leaves to the caller's other one.
+  bool StartRgbOrThrow(std::string_view bytes, int scale_denom) {
+    Require(scale_denom == 1 || scale_denom == 2 || scale_denom == 4 || scale_denom == 8,
+            ErrorCode::kInternal, "JPEG: scale must be 1/1, 1/2, 1/4 or 1/8");
+    OpenOrThrow(bytes);
+    if (cmyk()) return false;
+    if (!Start(cinfo, state, scale_denom)) Fail();
+    Require(cinfo.output_components == 3, ErrorCode::kInvalidArgument,
+            "JPEG: unexpected component count after RGB conversion");
+    return true;
+  }
 };
 
 }  // namespace
@@ -128,7 +143,7 @@ JpegInfo ReadJpegInfo(std::string_view bytes) {
   JpegInfo info;
   info.width = d.cinfo.image_width;
   info.height = d.cinfo.image_height;
-  info.cmyk = d.cinfo.jpeg_color_space == JCS_CMYK || d.cinfo.jpeg_color_space == JCS_YCCK;
+  info.cmyk = d.cmyk();
   info.orientation = ReadJpegExifOrientation(bytes);
   return info;
 }
@@ -141,21 +156,9 @@ int JpegDraftDenominator(int64_t width, int64_t height, int64_t min_width, int64
   return 1;
 }
 
-void RequireScale(int scale_denom) {
-  Require(scale_denom == 1 || scale_denom == 2 || scale_denom == 4 || scale_denom == 8,
-          ErrorCode::kInternal, "JPEG: scale must be 1/1, 1/2, 1/4 or 1/8");
-}
-
 std::optional<ImageBuffer> DecodeJpeg(std::string_view bytes, int scale_denom) {
-  RequireScale(scale_denom);
   Decompressor d;
-  d.OpenOrThrow(bytes);
-  if (d.cinfo.jpeg_color_space == JCS_CMYK || d.cinfo.jpeg_color_space == JCS_YCCK) {
-    return std::nullopt;
-  }
-  if (!Start(d.cinfo, d.state, scale_denom)) d.Fail();
-  Require(d.cinfo.output_components == 3, ErrorCode::kInvalidArgument,
-          "JPEG: unexpected component count after RGB conversion");
+  if (!d.StartRgbOrThrow(bytes, scale_denom)) return std::nullopt;
   ImageBuffer out;
   out.Allocate(d.cinfo.output_width, d.cinfo.output_height, ChannelOrder::kRGB);
   if (!ReadRows(d.cinfo, d.state, out)) d.Fail();
@@ -164,7 +167,6 @@ std::optional<ImageBuffer> DecodeJpeg(std::string_view bytes, int scale_denom) {
 
 std::optional<ImageBuffer> DecodeJpegResized(std::string_view bytes, int64_t out_width,
                                              int64_t out_height, int scale_denom) {
-  RequireScale(scale_denom);
   if (ReadJpegExifOrientation(bytes) != 1) {
     std::optional<ImageBuffer> upright = DecodeJpeg(bytes, scale_denom);
     if (!upright) return std::nullopt;
@@ -173,13 +175,7 @@ std::optional<ImageBuffer> DecodeJpegResized(std::string_view bytes, int64_t out
     return out;
   }
   Decompressor d;
-  d.OpenOrThrow(bytes);
-  if (d.cinfo.jpeg_color_space == JCS_CMYK || d.cinfo.jpeg_color_space == JCS_YCCK) {
-    return std::nullopt;
-  }
-  if (!Start(d.cinfo, d.state, scale_denom)) d.Fail();
-  Require(d.cinfo.output_components == 3, ErrorCode::kInvalidArgument,
-          "JPEG: unexpected component count after RGB conversion");
+  if (!d.StartRgbOrThrow(bytes, scale_denom)) return std::nullopt;
   const BicubicResampler resampler(d.cinfo.output_width, d.cinfo.output_height, out_width,
                                    out_height);
   ImageBuffer out, strip;

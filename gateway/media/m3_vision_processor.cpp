@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/media/cpu_features.h"
 #include "gateway/media/smart_resize.h"
 #include "shared/error.h"
 
@@ -229,11 +230,6 @@ __attribute__((target("avx2"))) void FrameAvx2(const PatchWrite& w, const PatchG
   }
   // Non-temporal stores are weakly ordered: fence them before the tensor is handed on.
   _mm_sfence();
-}
-
-bool CpuHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
 }
 
 }  // namespace

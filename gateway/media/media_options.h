@@ -27,7 +27,7 @@ struct MediaLimits {
   int decoder_threads = 0;  // FFmpeg codec threads per video; 0 = FFmpeg's choice (one per core)
   // Opt-in speed/accuracy trade: decode JPEGs at 1/2, 1/4 or 1/8 scale in the DCT domain when
   // the result still covers the resize target (like PIL's Image.draft), then resample as usual.
-  // Not bit-exact with the reference (see tests/media/jpeg_draft_test.cpp for the bound).
+  // Not bit-exact with the reference (tests/media/jpeg_decoder_test.cpp checks its error bound).
   bool jpeg_draft = false;
 };
 

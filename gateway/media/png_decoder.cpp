@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gateway/media/bicubic_resampler.h"
+#include "gateway/media/byte_order.h"
 #include "gateway/media/exif_orientation.h"
 #include "shared/error.h"
 
@@ -32,13 +33,6 @@ constexpr int64_t kStripRows = 16;
 // codes). A picture whose filtered rows exceed this times its IDAT bytes cannot be complete.
 constexpr uint64_t kMaxInflateRatio = 1032;
 
-uint32_t BE32(std::string_view b, size_t i) {
-  return static_cast<uint32_t>(static_cast<uint8_t>(b[i])) << 24 |
-         static_cast<uint32_t>(static_cast<uint8_t>(b[i + 1])) << 16 |
-         static_cast<uint32_t>(static_cast<uint8_t>(b[i + 2])) << 8 |
-         static_cast<uint32_t>(static_cast<uint8_t>(b[i + 3]));
-}
-
 struct ChunkScan {
   int orientation = 1;
   uint64_t idat_bytes = 0;  // IDAT payload present in the data
@@ -52,7 +46,7 @@ ChunkScan ScanChunks(std::string_view b) {
   bool seen_idat = false;
   size_t at = kSignature.size();
   while (at + 8 <= b.size()) {
-    const uint32_t length = BE32(b, at);
+    const uint32_t length = LoadBE32(b, at);
     if (length > 0x7FFFFFFFu) break;  // PNG's bound; libpng refuses it
     const std::string_view type = b.substr(at + 4, 4);
     const size_t data = at + 8;
@@ -71,7 +65,7 @@ ChunkScan ScanChunks(std::string_view b) {
                 reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(length)));
       const bool order = payload.substr(0, 2) == "MM" || payload.substr(0, 2) == "II";
       std::optional<int>& slot = seen_idat ? after_idat : before_idat;
-      if (crc == BE32(b, data + length) && order && !slot) {
+      if (crc == LoadBE32(b, data + length) && order && !slot) {
         slot = ReadTiffExifOrientation(payload);
       }
     }

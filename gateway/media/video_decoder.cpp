@@ -19,6 +19,7 @@ extern "C" {
 #include <string>
 #include <vector>
 
+#include "gateway/media/byte_order.h"
 #include "gateway/media/image_header.h"
 #include "shared/error.h"
 
@@ -148,16 +149,10 @@ std::string TooManyPackets(const MediaLimits& limits) {
 // runs past the end of the file, so it is refused before FFmpeg sees it. Frame data ('movi')
 // and the index ('idx1') are streamed, and a truncated file may still cut them short.
 void CheckAviHeaderChunks(std::string_view b, size_t begin, size_t end, int depth) {
-  auto le32 = [&](size_t i) {
-    return static_cast<uint32_t>(static_cast<uint8_t>(b[i])) |
-           static_cast<uint32_t>(static_cast<uint8_t>(b[i + 1])) << 8 |
-           static_cast<uint32_t>(static_cast<uint8_t>(b[i + 2])) << 16 |
-           static_cast<uint32_t>(static_cast<uint8_t>(b[i + 3])) << 24;
-  };
   size_t p = begin;
   while (p + 8 <= end) {
     const std::string_view id = b.substr(p, 4);
-    const size_t size = le32(p + 4);
+    const size_t size = LoadLE32(b, p + 4);
     const bool list = id == "LIST" && p + 12 <= end;
     if (list && b.substr(p + 8, 4) == "movi") return;
     if (id == "idx1") return;

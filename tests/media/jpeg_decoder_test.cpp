@@ -50,18 +50,7 @@ ImageBuffer OpenCvRgb(const std::string& bytes, int flags = cv::IMREAD_COLOR) {
   const cv::Mat bgr =
       cv::imdecode(cv::Mat(1, int(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data())), flags);
   REQUIRE(!bgr.empty());
-  ImageBuffer out;
-  out.Allocate(bgr.cols, bgr.rows, ChannelOrder::kRGB);
-  for (int y = 0; y < bgr.rows; ++y) {
-    for (int x = 0; x < bgr.cols; ++x) {
-      const auto p = bgr.at<cv::Vec3b>(y, x);
-      uint8_t* d = out.row(y) + 3 * x;
-      d[0] = p[2];
-      d[1] = p[1];
-      d[2] = p[0];
-    }
-  }
-  return out;
+  return RgbFromBgrMat(bgr);
 }
 
 void CheckSamePixels(const ImageBuffer& a, const ImageBuffer& b) {

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <memory>
+#include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,23 @@ inline std::string OrientationTiff(uint16_t orientation, bool little_endian) {
   return std::string("MM\0*\0\0\0\x08", 8) + std::string("\0\x01", 2) +
          std::string("\x01\x12\0\x03\0\0\0\x01", 8) + std::string(1, '\0') +
          std::string(1, char(orientation)) + std::string("\0\0", 2) + std::string("\0\0\0\0", 4);
+}
+
+// An 8-bit BGR OpenCV image as an RGB-ordered ImageBuffer (the order our decoders produce), for
+// byte comparisons with them.
+inline ImageBuffer RgbFromBgrMat(const cv::Mat& bgr) {
+  ImageBuffer out;
+  out.Allocate(bgr.cols, bgr.rows, ChannelOrder::kRGB);
+  for (int y = 0; y < bgr.rows; ++y) {
+    for (int x = 0; x < bgr.cols; ++x) {
+      const auto p = bgr.at<cv::Vec3b>(y, x);
+      uint8_t* d = out.row(y) + 3 * x;
+      d[0] = p[2];
+      d[1] = p[1];
+      d[2] = p[0];
+    }
+  }
+  return out;
 }
 
 inline const MediaPreprocessor& Pre() {

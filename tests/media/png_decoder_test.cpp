@@ -239,17 +239,7 @@ std::optional<ImageBuffer> OldPath(const std::string& bytes) {
   }
   const cv::Mat bgr = Decode(bytes, cv::IMREAD_COLOR);
   if (bgr.empty()) return std::nullopt;
-  out.Allocate(bgr.cols, bgr.rows, ChannelOrder::kRGB);
-  for (int y = 0; y < bgr.rows; ++y) {
-    for (int x = 0; x < bgr.cols; ++x) {
-      const auto p = bgr.at<cv::Vec3b>(y, x);
-      uint8_t* d = out.row(y) + 3 * x;
-      d[0] = p[2];
-      d[1] = p[1];
-      d[2] = p[0];
-    }
-  }
-  return out;
+  return RgbFromBgrMat(bgr);
 }
 
 bool Same(const ImageBuffer& a, const ImageBuffer& b) {
