@@ -1,0 +1,122 @@
+// ModelRunner: what the serving runtime (scheduler, caches, engine loop) needs from a loaded model
+// on one backend. It owns the weights and the paged KV storage (per layer K, V and, for MSA
+// layers, index keys, all addressed through the same block table); the runtime owns which pages
+// belong to whom (kv_cache_manager), what runs in a step (scheduler) and sampling.
+//
+// Threading: one engine thread calls Encode / Execute; the runner parallelizes inside. info(),
+// SplitMedia and KvBytesPerPage are const and may be called from any thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/forward_batch.h"
+#include "shared/safetensors.h"
+
+namespace m3::engine {
+
+// One encoded image / video segment: merged vision features [tokens, hidden] held by the
+// backend (host memory on the CPU, device memory on a GPU). Immutable once made, so the encoder
+// cache may share it between requests and steps.
+class EncoderOutput {
+ public:
+  virtual ~EncoderOutput() = default;
+  virtual int64_t tokens() const = 0;  // feature rows = placeholder tokens of the segment
+  virtual int64_t bytes() const = 0;   // memory held (encoder cache accounting)
+};
+
+// A part of one image / video item that is encoded on its own. Patches are the item's rows in
+// the gateway's order; a segment is a contiguous run of them.
+struct MediaSegment {
+  int64_t patch_offset = 0;  // first patch row of the item in this segment
+  int64_t patch_rows = 0;
+  std::array<int64_t, 3> grid_thw{};  // the segment's own grid (t = its temporal groups)
+  int64_t tokens = 0;                 // placeholder tokens it fills = its feature rows
+  int64_t token_offset = 0;           // first placeholder (of the item) it fills
+};
+
+struct RunnerInfo {
+  std::string architecture;  // config.json model_type
+  std::string dtype;         // activations / weights as the backend runs them ("float32")
+  std::string device;        // "cpu", "cuda:0", ...
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t max_model_len = 0;  // max_position_embeddings: positions must stay below it
+  std::vector<int64_t> eos_token_ids;
+  int64_t bos_token_id = -1;
+  int64_t image_token_id = -1;
+  int64_t video_token_id = -1;
+  // Vision input geometry (what the gateway's preprocessing must produce).
+  int64_t patch_dim = 0;  // channels * temporal_patch_size * patch_size^2
+  int64_t patch_size = 0;
+  int64_t temporal_patch_size = 0;
+  int64_t spatial_merge_size = 0;
+  int64_t vision_segment_max_frames = 0;  // 0: a video is one segment
+  // Paged KV: page_size must divide msa_block_size (so a selected key block is whole pages);
+  // 0 when the model has no MSA layers (any page size works).
+  int64_t msa_block_size = 0;
+};
+
+// Intermediate tensors a caller may ask the next Encode / Execute to keep (tests, debugging,
+// `m3-engine logits --capture`). Names: "hidden_states.i" (input of decoder layer i, the last
+// one after the final norm; rows of the step), "block_indices.layerN" ([kv_groups, rows, slots]
+// selected MSA blocks), "vision_tower_out" / "projector_out" (Encode).
+struct CaptureRequest {
+  bool hidden_states = false;
+  bool block_indices = false;
+  bool vision = false;
+  NamedTensors* out = nullptr;  // appended to; null: capture nothing
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  virtual const RunnerInfo& info() const = 0;
+
+  // How one image (video = false) or video item of grid (t, h, w) splits into independently
+  // encoded segments: an image is one; a video is cut into runs of at most
+  // vision_segment_max_frames temporal groups. Throws kInvalidArgument on a bad grid (non
+  // positive, not divisible by the merge size, implausibly large).
+  virtual std::vector<MediaSegment> SplitMedia(bool video,
+                                               std::array<int64_t, 3> grid_thw) const = 0;
+
+  // Encodes one segment: vision tower + projector + merge. `patches` holds the segment's own
+  // rows [segment.patch_rows, patch_dim] (float32). Throws kInvalidArgument on non-finite pixels.
+  virtual std::shared_ptr<const EncoderOutput> Encode(const float* patches,
+                                                      const MediaSegment& segment) = 0;
+
+  // Bytes one page of `page_size` tokens takes over all layers (K, V and index keys).
+  virtual int64_t KvBytesPerPage(int64_t page_size) const = 0;
+  // (Re)allocates the paged KV storage: pages [0, num_pages) of page_size tokens. Throws
+  // kInvalidArgument when page_size does not divide msa_block_size. Contents start undefined.
+  virtual void AllocateKvCache(int64_t num_pages, int64_t page_size) = 0;
+  virtual int64_t num_pages() const = 0;
+  virtual int64_t page_size() const = 0;
+
+  // Runs one forward step: embeds the rows (media spans overwrite theirs), writes K, V (and
+  // index keys) at slot_mapping, attends through the block tables (MSA layers select key blocks
+  // per KV group), and returns logits [logits_rows.size(), vocab] float32 in `logits`.
+  // Throws kInvalidArgument on a malformed batch (ids outside the vocabulary, positions beyond
+  // max_model_len, inconsistent sizes, page ids outside the cache).
+  virtual void Execute(const ForwardBatch& batch, std::vector<float>& logits) = 0;
+
+  // Applies to the following calls until reset with an empty request.
+  virtual void SetCapture(const CaptureRequest& capture) = 0;
+};
+
+struct RunnerOptions {
+  std::string device = "cpu";  // the backend: "cpu" (later "cuda")
+};
+
+// Opens a model directory and builds the runner for its config.json model_type on the chosen
+// backend (the architecture table lives in engine/model_registry.cpp). Throws kUnsupported for
+// an unknown model_type or device.
+std::unique_ptr<ModelRunner> LoadModelRunner(const std::string& model_dir,
+                                             const RunnerOptions& options = {});
+
+}  // namespace m3::engine
