@@ -2,6 +2,9 @@
 #include "engine/generate.h"
 
 #include <algorithm>
+#include <string>
+
+#include "shared/error.h"
 
 namespace m3::engine {
 
@@ -9,6 +12,12 @@ std::vector<int64_t> Generate(const Model& model, const ModelInputs& inputs,
                               const GenerateOptions& options) {
   std::vector<int64_t> out;
   if (options.max_new_tokens <= 0) return out;
+  const int64_t prompt = static_cast<int64_t>(inputs.input_ids.size());
+  const int64_t limit = model.max_context() > 0 ? model.max_context() : kMaxNewTokensWithoutContext;
+  Require(options.max_new_tokens <= limit - prompt, ErrorCode::kInvalidArgument,
+          "a prompt of " + std::to_string(prompt) + " tokens plus " +
+              std::to_string(options.max_new_tokens) + " new tokens exceeds the context of " +
+              std::to_string(limit) + " tokens");
   auto seq = model.NewSequence();
   CaptureOptions capture;
   capture.all_logits = false;

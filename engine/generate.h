@@ -10,6 +10,9 @@
 
 namespace m3::engine {
 
+// The bound on new tokens for a model whose config names no context length.
+constexpr int64_t kMaxNewTokensWithoutContext = int64_t{1} << 20;
+
 struct GenerateOptions {
   int64_t max_new_tokens = 16;
   bool ignore_eos = false;

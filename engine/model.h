@@ -55,6 +55,8 @@ class Model {
   virtual std::string architecture() const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual std::vector<int64_t> eos_token_ids() const = 0;
+  // The most tokens a sequence may hold (prompt + generated); 0 when the config sets none.
+  virtual int64_t max_context() const = 0;
 
   virtual std::unique_ptr<Sequence> NewSequence() const = 0;
   // Runs the prompt (with its images / videos) on an empty sequence, filling its caches.

@@ -12,7 +12,7 @@ PKGS=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   doctest-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libopenblas-dev libpcre2-dev libutf8proc-dev
-  libjpeg62-turbo-dev libpng-dev libwebp-dev webp zlib1g-dev
+  libjpeg62-turbo-dev libjpeg-turbo-progs libpng-dev libwebp-dev webp zlib1g-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do

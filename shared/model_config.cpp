@@ -1,6 +1,7 @@
 // config.json parsing for MiniMax-M3 VL (flat and legacy key styles) with validation.
 #include "shared/model_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -74,6 +75,11 @@ void RequirePositive(const std::string& where, const char* key, int64_t v) {
           where + ": '" + key + "' must be positive, got " + std::to_string(v));
 }
 
+void RequireFinitePositive(const std::string& where, const char* key, double v) {
+  Require(std::isfinite(v) && v > 0, ErrorCode::kInvalidArgument,
+          where + ": '" + key + "' must be a positive finite number, got " + std::to_string(v));
+}
+
 TextConfig ParseText(const json& tj, const std::string& where) {
   Reader r(tj, where);
   TextConfig t;
@@ -131,11 +137,11 @@ TextConfig ParseText(const json& tj, const std::string& where) {
           ? tj["sparse_attention_config"]
           : kEmpty;
   Reader lr(legacy, where + ".sparse_attention_config");
-  t.index_n_heads = lr.Int("sparse_num_index_heads", r.Int("index_n_heads", 0));
-  t.index_head_dim = lr.Int("sparse_index_dim", r.Int("index_head_dim", 0));
-  t.index_block_size = lr.Int("sparse_block_size", r.Int("index_block_size", 0));
-  t.index_topk_blocks = lr.Int("sparse_topk_blocks", r.Int("index_topk_blocks", 0));
-  t.index_local_blocks = lr.Int("sparse_local_block", r.Int("index_local_blocks", 1));
+  t.index_n_heads = r.Int("index_n_heads", lr.Int("sparse_num_index_heads", 0));
+  t.index_head_dim = r.Int("index_head_dim", lr.Int("sparse_index_dim", 0));
+  t.index_block_size = r.Int("index_block_size", lr.Int("sparse_block_size", 0));
+  t.index_topk_blocks = r.Int("index_topk_blocks", lr.Int("sparse_topk_blocks", 0));
+  t.index_local_blocks = r.Int("index_local_blocks", lr.Int("sparse_local_block", 1));
 
   if (r.Has("layer_types")) {
     t.sparse_attention = r.Flags("layer_types", "minimax_m3_sparse", "full_attention");
@@ -169,6 +175,10 @@ TextConfig ParseText(const json& tj, const std::string& where) {
   RequirePositive(where, "num_attention_heads", t.num_attention_heads);
   RequirePositive(where, "num_key_value_heads", t.num_key_value_heads);
   RequirePositive(where, "head_dim", t.head_dim);
+  RequireFinitePositive(where, "rope_theta", t.rope_theta);
+  RequireFinitePositive(where, "rms_norm_eps", t.rms_norm_eps);
+  Require(t.max_position_embeddings >= 0, ErrorCode::kInvalidArgument,
+          where + ": 'max_position_embeddings' must not be negative");
   Require(t.num_attention_heads % t.num_key_value_heads == 0, ErrorCode::kInvalidArgument,
           where + ": num_attention_heads must be a multiple of num_key_value_heads");
   Require(t.rotary_dim >= 0 && t.rotary_dim <= t.head_dim && t.rotary_dim % 2 == 0,
@@ -208,7 +218,10 @@ TextConfig ParseText(const json& tj, const std::string& where) {
   return t;
 }
 
-VisionConfig ParseVision(const json& vj, const std::string& where) {
+// The released checkpoint spells some vision keys differently from transformers 5
+// (img_token_compression_config.*, a flat rope_theta, rope_mode / position_embedding_type):
+// both forms are read, transformers' winning where both are present.
+VisionConfig ParseVision(const json& vj, const json& top, const std::string& where) {
   Reader r(vj, where);
   VisionConfig v;
   v.hidden_size = r.Int("hidden_size");
@@ -217,27 +230,56 @@ VisionConfig ParseVision(const json& vj, const std::string& where) {
   v.num_attention_heads = r.Int("num_attention_heads");
   v.num_channels = r.Int("num_channels", 3);
   v.patch_size = r.Int("patch_size", 14);
-  v.temporal_patch_size = r.Int("temporal_patch_size", 2);
-  v.spatial_merge_size = r.Int("spatial_merge_size", 2);
+  static const json kEmpty = json::object();
+  const json& compression =
+      vj.contains("img_token_compression_config") && vj["img_token_compression_config"].is_object()
+          ? vj["img_token_compression_config"]
+          : kEmpty;
+  Reader cr(compression, where + ".img_token_compression_config");
+  v.temporal_patch_size = r.Int("temporal_patch_size", cr.Int("temporal_patch_size", 2));
+  v.spatial_merge_size = r.Int("spatial_merge_size", cr.Int("spatial_merge_size", 2));
   v.layer_norm_eps = r.Num("layer_norm_eps", 1e-5);
   if (r.Has("rope_parameters")) {
-    v.rope_theta =
-        Reader(vj["rope_parameters"], where + ".rope_parameters").Num("rope_theta", 10000.0);
+    v.rope_theta = Reader(vj["rope_parameters"], where + ".rope_parameters")
+                       .Num("rope_theta", r.Num("rope_theta", 10000.0));
   } else {
     v.rope_theta = r.Num("rope_theta", 10000.0);
+  }
+  // Absent (or null / 0): a video is one segment, as the model's code does without the key.
+  Reader tr(top, where);
+  v.vision_segment_max_frames =
+      r.Int("vision_segment_max_frames", tr.Int("vision_segment_max_frames", 0));
+  for (const char* key : {"rope_mode", "position_embedding_type"}) {
+    if (!r.Has(key)) continue;
+    Require(vj[key].is_string(), ErrorCode::kInvalidArgument,
+            where + ": '" + key + "' must be a string, got " + vj[key].dump());
+    const std::string value = vj[key].get<std::string>();
+    const std::string want = std::string(key) == "rope_mode" ? "3d" : "rope";
+    Require(value == want, ErrorCode::kUnsupported,
+            where + ": " + key + " '" + value + "' is not supported (only '" + want + "')");
   }
   for (auto [key, value] : {std::pair{"hidden_size", v.hidden_size},
                             {"intermediate_size", v.intermediate_size},
                             {"num_hidden_layers", v.num_hidden_layers},
                             {"num_attention_heads", v.num_attention_heads},
+                            {"num_channels", v.num_channels},
                             {"patch_size", v.patch_size},
                             {"temporal_patch_size", v.temporal_patch_size},
                             {"spatial_merge_size", v.spatial_merge_size}}) {
     RequirePositive(where, key, value);
   }
-  Require(v.hidden_size % v.num_attention_heads == 0 && v.head_dim() % 4 == 0,
+  Require(v.vision_segment_max_frames >= 0, ErrorCode::kInvalidArgument,
+          where + ": 'vision_segment_max_frames' must not be negative");
+  RequireFinitePositive(where, "rope_theta", v.rope_theta);
+  RequireFinitePositive(where, "layer_norm_eps", v.layer_norm_eps);
+  Require(v.hidden_size % v.num_attention_heads == 0, ErrorCode::kInvalidArgument,
+          where + ": hidden_size must be a multiple of num_attention_heads");
+  Require(v.patch_size <= 1024 && v.temporal_patch_size <= 64 && v.spatial_merge_size <= 64 &&
+              v.num_channels <= 64,
           ErrorCode::kInvalidArgument,
-          where + ": hidden_size / num_attention_heads must be a multiple of 4 (2D rotary halves)");
+          where +
+              ": patch_size, temporal_patch_size, spatial_merge_size or num_channels is "
+              "implausibly large");
   return v;
 }
 
@@ -258,7 +300,7 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
   ModelConfig c;
   c.model_type = j.value("model_type", std::string());
   c.text = ParseText(j["text_config"], source + ": text_config");
-  c.vision = ParseVision(j["vision_config"], source + ": vision_config");
+  c.vision = ParseVision(j["vision_config"], j, source + ": vision_config");
   Reader r(j, source);
   c.image_token_id = r.Int("image_token_index", r.Int("image_token_id", -1));
   c.video_token_id = r.Int("video_token_index", r.Int("video_token_id", -1));
@@ -278,7 +320,14 @@ ModelConfig LoadModelConfig(const std::string& model_dir) {
   Require(in.good(), ErrorCode::kNotFound, "cannot read " + p.string());
   std::stringstream ss;
   ss << in.rdbuf();
-  return ParseModelConfig(ss.str(), p.string());
+  ModelConfig c = ParseModelConfig(ss.str(), p.string());
+  c.generation = LoadGenerationConfig(model_dir);
+  for (int64_t id : c.generation.eos_token_ids) {
+    Require(id < c.text.vocab_size, ErrorCode::kInvalidArgument,
+            model_dir + "/generation_config.json: eos_token_id " + std::to_string(id) +
+                " is outside the vocabulary");
+  }
+  return c;
 }
 
 }  // namespace m3

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "shared/generation_config.h"
+
 namespace m3 {
 
 struct TextConfig {
@@ -57,6 +59,8 @@ struct VisionConfig {
   int64_t spatial_merge_size = 2;
   double layer_norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  // A video's temporal groups are encoded in segments of at most this many (0: one segment).
+  int64_t vision_segment_max_frames = 0;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t patch_dim() const { return num_channels * temporal_patch_size * patch_size * patch_size; }
@@ -69,11 +73,17 @@ struct ModelConfig {
   int64_t image_token_id = -1;
   int64_t video_token_id = -1;
   int64_t projector_hidden_size = 0;
+  GenerationConfig generation;  // generation_config.json, when the directory has one
+
+  // The ids generation stops at: generation_config.json's when it names any, else config.json's.
+  const std::vector<int64_t>& eos_token_ids() const {
+    return generation.eos_token_ids.empty() ? text.eos_token_ids : generation.eos_token_ids;
+  }
 };
 
 // Parses config.json text; `source` names the file in error messages.
 ModelConfig ParseModelConfig(const std::string& json_text, const std::string& source);
-// Reads DIR/config.json.
+// Reads DIR/config.json and, when present, DIR/generation_config.json.
 ModelConfig LoadModelConfig(const std::string& model_dir);
 
 }  // namespace m3

@@ -3,6 +3,7 @@
 //   m3-engine generate --model DIR --inputs IN.safetensors --max-new-tokens N
 //                      [--temperature T --top-p P --top-k K --seed S --ignore-eos]
 // Errors print one line on stderr and exit 2; usage errors exit 64.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "engine/model_inputs.h"
 #include "engine/model_registry.h"
 #include "shared/error.h"
+#include "shared/generation_config.h"
 #include "shared/safetensors.h"
 
 namespace m3::engine::cli {
@@ -26,6 +28,7 @@ constexpr const char* kUsage =
     "      image.* / video.* vision_tower_out and projector_out\n"
     "  m3-engine generate --model DIR --inputs IN.safetensors --max-new-tokens N\n"
     "      [--temperature T] [--top-p P] [--top-k K] [--seed S] [--ignore-eos]\n"
+    "      sampling defaults come from the model's generation_config.json (else greedy)\n"
     "      prints {\"tokens\":[...]} as the last stdout line\n";
 
 int RunLogits(const std::vector<std::string>& args) {
@@ -55,12 +58,17 @@ int RunGenerate(const std::vector<std::string>& args) {
     p.AddOption(o);
   p.AddFlag("ignore-eos");
   p.Parse(args);
+  const std::string model_dir = p.Required("model");
+  // generation_config.json's sampling values are the defaults; do_sample false means greedy.
+  const GenerationConfig gen = LoadGenerationConfig(model_dir);
+  const bool sample = gen.do_sample.value_or(true);
   GenerateOptions opt;
   opt.max_new_tokens = p.Int("max-new-tokens", 16);
   opt.ignore_eos = p.Has("ignore-eos");
-  opt.sampling.temperature = static_cast<float>(p.Double("temperature", 0.0));
-  opt.sampling.top_p = static_cast<float>(p.Double("top-p", 1.0));
-  opt.sampling.top_k = p.Int("top-k", 0);
+  opt.sampling.temperature =
+      static_cast<float>(p.Double("temperature", sample ? gen.temperature.value_or(0.0) : 0.0));
+  opt.sampling.top_p = static_cast<float>(p.Double("top-p", gen.top_p.value_or(1.0)));
+  opt.sampling.top_k = p.Int("top-k", std::max<int64_t>(0, gen.top_k.value_or(0)));
   int64_t seed = p.Int("seed", 0);
   Require(opt.max_new_tokens >= 0, ErrorCode::kInvalidArgument, "--max-new-tokens must be >= 0");
   Require(opt.sampling.temperature >= 0, ErrorCode::kInvalidArgument, "--temperature must be >= 0");
@@ -70,7 +78,7 @@ int RunGenerate(const std::vector<std::string>& args) {
   Require(seed >= 0, ErrorCode::kInvalidArgument, "--seed must be >= 0");
   opt.sampling.seed = static_cast<uint64_t>(seed);
   ModelInputs inputs = ReadModelInputs(p.Required("inputs"));
-  auto model = LoadModel(p.Required("model"));
+  auto model = LoadModel(model_dir);
   std::vector<int64_t> tokens = Generate(*model, inputs, opt);
   std::string line = "{\"tokens\":[";
   for (size_t i = 0; i < tokens.size(); ++i) {

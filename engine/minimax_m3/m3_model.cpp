@@ -2,6 +2,7 @@
 #include "engine/minimax_m3/m3_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "engine/minimax_m3/m3_decoder.h"
@@ -23,7 +24,8 @@ class M3Model : public Model {
 
   std::string architecture() const override { return "minimax_m3_vl"; }
   int64_t vocab_size() const override { return config_.text.vocab_size; }
-  std::vector<int64_t> eos_token_ids() const override { return config_.text.eos_token_ids; }
+  std::vector<int64_t> eos_token_ids() const override { return config_.eos_token_ids(); }
+  int64_t max_context() const override { return config_.text.max_position_embeddings; }
 
   std::unique_ptr<Sequence> NewSequence() const override {
     return std::make_unique<M3Sequence>(config_.text);
@@ -36,6 +38,7 @@ class M3Model : public Model {
     const int64_t T = static_cast<int64_t>(in.input_ids.size());
     const int64_t H = config_.text.hidden_size;
     Require(T > 0, ErrorCode::kInvalidArgument, "input_ids is empty");
+    CheckContext(T, "the prompt");
     for (int64_t i = 0; i < T; ++i)
       CheckToken(in.input_ids[i], "input_ids[" + std::to_string(i) + "]");
 
@@ -59,6 +62,7 @@ class M3Model : public Model {
     M3Sequence& seq = AsM3(base);
     Require(seq.length() > 0, ErrorCode::kInternal, "Decode before Prefill");
     CheckToken(token, "token");
+    CheckContext(seq.length() + 1, "the sequence");
     const int64_t H = config_.text.hidden_size;
     std::vector<float> h(w_.embed_tokens.begin() + token * H,
                          w_.embed_tokens.begin() + (token + 1) * H);
@@ -71,6 +75,14 @@ class M3Model : public Model {
     auto* m = dynamic_cast<M3Sequence*>(&s);
     Require(m != nullptr, ErrorCode::kInternal, "sequence was not made by this model");
     return *m;
+  }
+
+  void CheckContext(int64_t tokens, const std::string& what) const {
+    const int64_t limit = config_.text.max_position_embeddings;
+    Require(limit <= 0 || tokens <= limit, ErrorCode::kInvalidArgument,
+            what + " would hold " + std::to_string(tokens) +
+                " tokens, beyond the model's context of " + std::to_string(limit) +
+                " (max_position_embeddings)");
   }
 
   void CheckToken(int64_t id, const std::string& what) const {
@@ -112,6 +124,12 @@ class M3Model : public Model {
       Require(t <= (int64_t{1} << 20) && gh <= (int64_t{1} << 20) && gw <= (int64_t{1} << 20),
               ErrorCode::kInvalidArgument, where + " is implausibly large");
       patches += t * gh * gw;
+    }
+    for (size_t i = 0; i < vin->pixels.size(); ++i) {
+      Require(std::isfinite(vin->pixels[i]), ErrorCode::kInvalidArgument,
+              kind + " pixel_values[" + std::to_string(i / static_cast<size_t>(vin->patch_dim)) +
+                  ", " + std::to_string(i % static_cast<size_t>(vin->patch_dim)) +
+                  "] is not a finite number");
     }
     Require(patches == vin->rows, ErrorCode::kInvalidArgument,
             kind + " grids describe " + std::to_string(patches) + " patches but pixel_values has " +

@@ -76,3 +76,109 @@ TEST_CASE("bad configs fail with the key named") {
   expect(f, "image_token_index");
   CHECK_THROWS_AS(m3::LoadModelConfig("/nonexistent"), m3::Error);
 }
+
+TEST_CASE("flat MSA keys win over the legacy sparse_attention_config") {
+  auto j =
+      nlohmann::json::parse(m3::test::ReadFile(m3::test::DataPath("m3-tiny/model/config.json")));
+  j["text_config"]["sparse_attention_config"] = {{"sparse_index_dim", 99},
+                                                 {"sparse_block_size", 64}};
+  auto c = m3::ParseModelConfig(j.dump(), "config.json");
+  CHECK(c.text.index_head_dim == 16);
+  CHECK(c.text.index_block_size == 8);
+  j["text_config"].erase("index_head_dim");  // the legacy key fills what the flat ones lack
+  CHECK(m3::ParseModelConfig(j.dump(), "config.json").text.index_head_dim == 99);
+}
+
+TEST_CASE("the released checkpoint's vision keys load like transformers' own") {
+  auto j =
+      nlohmann::json::parse(m3::test::ReadFile(m3::test::DataPath("m3-tiny/model/config.json")));
+  CHECK(m3::ParseModelConfig(j.dump(), "config.json").vision.vision_segment_max_frames == 2);
+  auto& v = j["vision_config"];
+  for (const char* k : {"temporal_patch_size", "spatial_merge_size", "rope_parameters",
+                        "vision_segment_max_frames"})
+    v.erase(k);
+  // The released config.json: compression block, flat rope_theta, 3D rope mode, max 4 frames.
+  v["img_token_compression_config"] = {{"temporal_patch_size", 3}, {"spatial_merge_size", 4}};
+  v["rope_theta"] = 5000.0;
+  v["rope_mode"] = "3d";
+  v["position_embedding_type"] = "rope";
+  v["vision_segment_max_frames"] = 4;
+  auto c = m3::ParseModelConfig(j.dump(), "config.json");
+  CHECK(c.vision.temporal_patch_size == 3);
+  CHECK(c.vision.spatial_merge_size == 4);
+  CHECK(c.vision.rope_theta == 5000.0);
+  CHECK(c.vision.vision_segment_max_frames == 4);
+  CHECK(c.vision.patch_dim() == 3 * 3 * 14 * 14);
+
+  auto whole = j;  // absent: a video is one segment
+  whole["vision_config"].erase("vision_segment_max_frames");
+  CHECK(m3::ParseModelConfig(whole.dump(), "config.json").vision.vision_segment_max_frames == 0);
+  auto top = whole;  // some exports put it beside vision_config
+  top["vision_segment_max_frames"] = 8;
+  CHECK(m3::ParseModelConfig(top.dump(), "config.json").vision.vision_segment_max_frames == 8);
+
+  auto expect = [](const nlohmann::json& cfg, const char* fragment) {
+    CHECK_THROWS_WITH_AS(m3::ParseModelConfig(cfg.dump(), "config.json"),
+                         doctest::Contains(fragment), m3::Error);
+  };
+  auto mode = j;
+  mode["vision_config"]["rope_mode"] = "2d";
+  expect(mode, "rope_mode '2d' is not supported");
+  auto pe = j;
+  pe["vision_config"]["position_embedding_type"] = "learned";
+  expect(pe, "position_embedding_type");
+  auto neg = j;
+  neg["vision_config"]["vision_segment_max_frames"] = -1;
+  expect(neg, "vision_segment_max_frames");
+}
+
+TEST_CASE("rope_theta and eps must be positive and finite") {
+  auto j =
+      nlohmann::json::parse(m3::test::ReadFile(m3::test::DataPath("m3-tiny/model/config.json")));
+  auto expect = [](const nlohmann::json& cfg, const char* fragment) {
+    CHECK_THROWS_WITH_AS(m3::ParseModelConfig(cfg.dump(), "config.json"),
+                         doctest::Contains(fragment), m3::Error);
+  };
+  for (double theta : {0.0, -10000.0}) {
+    auto a = j;
+    a["text_config"]["rope_parameters"]["rope_theta"] = theta;
+    expect(a, "text_config: 'rope_theta' must be a positive finite number");
+    auto b = j;
+    b["vision_config"]["rope_parameters"]["rope_theta"] = theta;
+    expect(b, "vision_config: 'rope_theta' must be a positive finite number");
+  }
+  auto e = j;
+  e["text_config"]["rms_norm_eps"] = -1e-6;
+  expect(e, "rms_norm_eps");
+  auto p = j;
+  p["vision_config"]["patch_size"] = 1000000000;
+  expect(p, "implausibly large");
+}
+
+TEST_CASE("generation_config.json: eos ids and sampling defaults") {
+  auto g = m3::ParseGenerationConfig(
+      R"({"eos_token_id": [2, 7], "bos_token_id": 3, "do_sample": true, "temperature": 0.6,
+          "top_p": 0.95, "top_k": 40})",
+      "generation_config.json");
+  CHECK(g.eos_token_ids == std::vector<int64_t>{2, 7});
+  CHECK(g.bos_token_id == 3);
+  CHECK(g.do_sample == true);
+  CHECK(g.temperature == doctest::Approx(0.6));
+  CHECK(g.top_p == doctest::Approx(0.95));
+  CHECK(g.top_k == 40);
+  CHECK_FALSE(g.min_p.has_value());
+  CHECK(m3::ParseGenerationConfig(R"({"eos_token_id": 5})", "g").eos_token_ids ==
+        std::vector<int64_t>{5});
+  for (const char* bad :
+       {R"({"eos_token_id": "x"})", R"({"eos_token_id": [-1]})", R"({"top_p": 1.5})",
+        R"({"temperature": -1})", R"({"do_sample": 1})", "[1]", "{bad"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(m3::ParseGenerationConfig(bad, "generation_config.json"), m3::Error);
+  }
+  // A model directory's generation_config.json decides where generation stops.
+  auto chat = m3::LoadModelConfig(m3::test::DataPath("chat-e2e/model"));
+  CHECK(chat.generation.eos_token_ids == std::vector<int64_t>{2});
+  CHECK(chat.eos_token_ids() == std::vector<int64_t>{2});
+  auto tiny = m3::LoadModelConfig(m3::test::DataPath("m3-tiny/model"));
+  CHECK(tiny.eos_token_ids() == std::vector<int64_t>{505});
+}
