@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/minimax_m3/m3_model.h"
+#include "engine/minimax_m3/m3_runner.h"
 #include "shared/error.h"
 
 namespace m3::engine {
@@ -15,12 +15,12 @@ namespace {
 
 struct Architecture {
   const char* model_type;
-  std::function<std::unique_ptr<Model>(const std::string&)> load;
+  std::function<std::unique_ptr<ModelRunner>(const std::string&, const RunnerOptions&)> load;
 };
 
 const std::vector<Architecture>& Table() {
   static const std::vector<Architecture> table = {
-      {"minimax_m3_vl", minimax_m3::LoadMiniMaxM3},
+      {"minimax_m3_vl", minimax_m3::LoadMiniMaxM3Runner},
   };
   return table;
 }
@@ -50,10 +50,11 @@ std::vector<std::string> SupportedArchitectures() {
   return names;
 }
 
-std::unique_ptr<Model> LoadModel(const std::string& model_dir) {
+std::unique_ptr<ModelRunner> LoadModelRunner(const std::string& model_dir,
+                                             const RunnerOptions& options) {
   std::string type = ReadModelType(model_dir);
   for (const auto& a : Table())
-    if (type == a.model_type) return a.load(model_dir);
+    if (type == a.model_type) return a.load(model_dir, options);
   std::string known;
   for (const auto& n : SupportedArchitectures()) {
     if (!known.empty()) known += ", ";
@@ -61,6 +62,11 @@ std::unique_ptr<Model> LoadModel(const std::string& model_dir) {
   }
   throw Error(ErrorCode::kUnsupported,
               "model_type \"" + type + "\" is not supported (known: " + known + ")");
+}
+
+std::unique_ptr<Model> LoadModel(const std::string& model_dir, const SingleSequenceOptions& options,
+                                 const RunnerOptions& runner) {
+  return MakeSingleSequenceModel(LoadModelRunner(model_dir, runner), options);
 }
 
 }  // namespace m3::engine

@@ -1,13 +1,9 @@
-// Vision tower and projector of MiniMax-M3 VL.
+// Vision segments, the 3D rotary table, and the per-segment encoder graph of MiniMax-M3 VL.
 #include "engine/minimax_m3/m3_vision.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/gelu.h"
-#include "kernels/cpu/layer_norm.h"
-#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rope.h"
 
 namespace m3::engine::minimax_m3 {
@@ -62,78 +58,67 @@ void VisionRotaryTable(const VisionConfig& v, const GridThw& segment, std::vecto
           }
 }
 
-std::vector<float> EncodeVisionSegment(const M3Weights& w, const VisionConfig& v,
-                                       const float* patches, const GridThw& segment) {
-  const int64_t N = segment[0] * segment[1] * segment[2];
-  const int64_t Dv = v.hidden_size, heads = v.num_attention_heads;
-  const int64_t hd = v.head_dim();
-  const int64_t rot = 3 * VisionRotaryAxisDim(hd);
-  const float eps = static_cast<float>(v.layer_norm_eps);
-
-  std::vector<float> h(N * Dv);
-  k::Linear(patches, N, v.patch_dim(), w.patch_embed.data(), Dv, nullptr, h.data());
-  k::LayerNorm(h.data(), N, Dv, w.pre_ln_w.data(), w.pre_ln_b.data(), eps, h.data());
-
-  std::vector<float> cos, sin;
-  VisionRotaryTable(v, segment, cos, sin);
-
-  std::vector<float> x(N * Dv), q(N * Dv), kk(N * Dv), vv(N * Dv), att(N * Dv), tmp(N * Dv);
-  std::vector<float> mid(N * v.intermediate_size);
-  k::AttentionDims dims{heads, heads, hd, static_cast<float>(1.0 / std::sqrt(double(hd)))};
-  for (const auto& L : w.vision_layers) {
-    k::LayerNorm(h.data(), N, Dv, L.ln1_w.data(), L.ln1_b.data(), eps, x.data());
-    k::Linear(x.data(), N, Dv, L.q_w.data(), Dv, L.q_b.data(), q.data());
-    k::Linear(x.data(), N, Dv, L.k_w.data(), Dv, L.k_b.data(), kk.data());
-    k::Linear(x.data(), N, Dv, L.v_w.data(), Dv, L.v_b.data(), vv.data());
-    if (rot > 0) {
-      for (int64_t i = 0; i < N; ++i) {
-        k::ApplyRotaryHalf(q.data() + i * Dv, heads, hd, rot, cos.data() + i * rot,
-                           sin.data() + i * rot);
-        k::ApplyRotaryHalf(kk.data() + i * Dv, heads, hd, rot, cos.data() + i * rot,
-                           sin.data() + i * rot);
-      }
-    }
-    k::Attention(q.data(), N, kk.data(), vv.data(), N, dims, /*causal=*/false, nullptr, att.data());
-    k::Linear(att.data(), N, Dv, L.out_w.data(), Dv, L.out_b.data(), tmp.data());
-    for (int64_t i = 0; i < N * Dv; ++i) h[i] += tmp[i];
-
-    k::LayerNorm(h.data(), N, Dv, L.ln2_w.data(), L.ln2_b.data(), eps, x.data());
-    k::Linear(x.data(), N, Dv, L.fc1_w.data(), v.intermediate_size, L.fc1_b.data(), mid.data());
-    k::GeluErf(mid.data(), static_cast<int64_t>(mid.size()));
-    k::Linear(mid.data(), N, v.intermediate_size, L.fc2_w.data(), Dv, L.fc2_b.data(), tmp.data());
-    for (int64_t i = 0; i < N * Dv; ++i) h[i] += tmp[i];
-  }
-  return h;
-}
-
-std::vector<float> RunVisionTower(const M3Weights& w, const ModelConfig& c, const VisionInput& in) {
+backend::DeviceTensor EncodeVisionSegment(backend::Backend& be, const M3ModelWeights& w,
+                                          const ModelConfig& c, const float* patches,
+                                          const GridThw& segment, NamedTensors* captured) {
   const VisionConfig& v = c.vision;
-  std::vector<float> out;
-  out.reserve(static_cast<size_t>(in.rows * v.hidden_size));
-  int64_t row = 0;
-  for (const GridThw& seg : VisionSegments(in.grids, v.vision_segment_max_frames)) {
-    std::vector<float> h = EncodeVisionSegment(w, v, in.pixels.data() + row * in.patch_dim, seg);
-    out.insert(out.end(), h.begin(), h.end());
-    row += seg[0] * seg[1] * seg[2];
-  }
-  return out;
-}
+  const int64_t N = segment[0] * segment[1] * segment[2];
+  const int64_t Dv = v.hidden_size, heads = v.num_attention_heads, hd = v.head_dim();
+  const int64_t rot = 3 * VisionRotaryAxisDim(hd);
+  const int64_t P = c.projector_hidden_size, H = c.text.hidden_size;
+  const int64_t group = v.spatial_merge_size * v.spatial_merge_size, tokens = N / group;
+  const float eps = static_cast<float>(v.layer_norm_eps);
+  const DType f32 = be.activation_dtype();
 
-std::vector<float> ProjectAndMerge(const M3Weights& w, const ModelConfig& c,
-                                   const std::vector<float>& features, int64_t rows) {
-  const int64_t Dv = c.vision.hidden_size, P = c.projector_hidden_size, H = c.text.hidden_size;
-  const int64_t group = c.vision.spatial_merge_size * c.vision.spatial_merge_size;
-  std::vector<float> a(rows * P), b(rows * H);
-  k::Linear(features.data(), rows, Dv, w.proj1_w.data(), P, w.proj1_b.data(), a.data());
-  k::GeluErf(a.data(), static_cast<int64_t>(a.size()));
-  k::Linear(a.data(), rows, P, w.proj2_w.data(), H, w.proj2_b.data(), b.data());
-  // Each merge block's patches are adjacent, so [rows, H] viewed as [rows / group, group * H]
-  // is the concatenation the merge MLP expects.
-  const int64_t tokens = rows / group;
-  std::vector<float> m(tokens * P), out(tokens * H);
-  k::Linear(b.data(), tokens, group * H, w.merge1_w.data(), P, w.merge1_b.data(), m.data());
-  k::GeluErf(m.data(), static_cast<int64_t>(m.size()));
-  k::Linear(m.data(), tokens, P, w.merge2_w.data(), H, w.merge2_b.data(), out.data());
+  backend::DeviceTensor px = be.Alloc(f32, {N, v.patch_dim()});
+  be.Upload(patches, px);
+  backend::DeviceTensor h = be.Alloc(f32, {N, Dv});
+  be.Linear(px, w.patch_embed, nullptr, h);
+  be.LayerNorm(h, w.pre_ln_w, w.pre_ln_b, eps, h);
+
+  std::vector<float> cos_host, sin_host;
+  VisionRotaryTable(v, segment, cos_host, sin_host);
+  backend::DeviceTensor cos = be.Alloc(f32, {N, rot}), sin = be.Alloc(f32, {N, rot});
+  be.Upload(cos_host.data(), cos);
+  be.Upload(sin_host.data(), sin);
+  const std::vector<int64_t> segments = {0, N};
+
+  backend::DeviceTensor x = be.Alloc(f32, {N, Dv}), qkv = be.Alloc(f32, {N, 3 * Dv});
+  backend::DeviceTensor att = be.Alloc(f32, {N, Dv}), tmp = be.Alloc(f32, {N, Dv});
+  backend::DeviceTensor mid = be.Alloc(f32, {N, v.intermediate_size});
+  for (const auto& L : w.vision_layers) {
+    be.LayerNorm(h, L.ln1_w, L.ln1_b, eps, x);
+    be.Linear(x, L.qkv_w, &L.qkv_b, qkv);
+    be.SegmentAttention(qkv, cos, sin, rot, segments, heads, hd, att);
+    be.Linear(att, L.out_w, &L.out_b, tmp);
+    be.Add(h, tmp);
+    be.LayerNorm(h, L.ln2_w, L.ln2_b, eps, x);
+    be.Linear(x, L.fc1_w, &L.fc1_b, mid);
+    be.Gelu(mid);
+    be.Linear(mid, L.fc2_w, &L.fc2_b, tmp);
+    be.Add(h, tmp);
+  }
+
+  // Projector per patch, then each merge block's patches (adjacent rows) concatenated: [N, H]
+  // viewed as [N / group, group * H] is the merge MLP's input.
+  backend::DeviceTensor a = be.Alloc(f32, {N, P}), b = be.Alloc(f32, {N, H});
+  be.Linear(h, w.proj1_w, &w.proj1_b, a);
+  be.Gelu(a);
+  be.Linear(a, w.proj2_w, &w.proj2_b, b);
+  backend::DeviceTensor m = be.Alloc(f32, {tokens, P}), out = be.Alloc(f32, {tokens, H});
+  be.Linear(b.Reshape({tokens, group * H}), w.merge1_w, &w.merge1_b, m);
+  be.Gelu(m);
+  be.Linear(m, w.merge2_w, &w.merge2_b, out);
+
+  if (captured) {
+    for (const auto& [name, t] :
+         {std::pair<const char*, const backend::DeviceTensor*>{"vision_tower_out", &h},
+          {"projector_out", &out}}) {
+      HostTensor host = HostTensor::Uninitialized(DType::kF32, t->shape);
+      be.Download(*t, host.data());
+      captured->emplace_back(name, std::move(host));
+    }
+  }
   return out;
 }
 

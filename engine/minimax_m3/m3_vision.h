@@ -1,16 +1,18 @@
-// The MiniMax-M3 VL vision path on the CPU, with the released model's semantics: patch
-// embedding, pre-LN, the CLIP-style encoder with the 3D (t, h, w) rotary embedding and attention
-// confined to one segment (an image, or at most vision_segment_max_frames temporal groups of a
-// video), then the projector and the 2x2 patch-merge MLP.
+// The MiniMax-M3 VL vision path with the released model's semantics, as a graph over the Backend
+// interface: patch embedding, pre-LN, the CLIP-style encoder with the 3D (t, h, w) rotary
+// embedding and attention confined to one segment (an image, or at most
+// vision_segment_max_frames temporal groups of a video), then the projector and the 2x2
+// patch-merge MLP. One call encodes one segment (what the encoder cache stores).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <vector>
 
-#include "engine/minimax_m3/m3_weights.h"
-#include "engine/model.h"
+#include "engine/backend/backend.h"
+#include "engine/minimax_m3/m3_model_weights.h"
 #include "shared/model_config.h"
+#include "shared/safetensors.h"
 
 namespace m3::engine::minimax_m3 {
 
@@ -30,15 +32,11 @@ int64_t VisionRotaryAxisDim(int64_t head_dim);
 void VisionRotaryTable(const VisionConfig& v, const GridThw& segment, std::vector<float>& cos,
                        std::vector<float>& sin);
 
-// The tower on one segment's patches ([t*h*w, patch_dim]); returns [t*h*w, vision_hidden].
-std::vector<float> EncodeVisionSegment(const M3Weights& w, const VisionConfig& v,
-                                       const float* patches, const GridThw& segment);
-
-// The tower over all patches of a modality: each segment encoded alone, outputs concatenated.
-std::vector<float> RunVisionTower(const M3Weights& w, const ModelConfig& c, const VisionInput& in);
-
-// [rows, vision_hidden] -> [rows / merge^2, text_hidden].
-std::vector<float> ProjectAndMerge(const M3Weights& w, const ModelConfig& c,
-                                   const std::vector<float>& features, int64_t rows);
+// Encodes one segment's patches ([t*h*w, patch_dim] float32, finite) into merged features
+// [t*h*w / merge^2, text_hidden]. When `captured` is given, appends "vision_tower_out"
+// [t*h*w, vision_hidden] and "projector_out" (the merged features).
+backend::DeviceTensor EncodeVisionSegment(backend::Backend& be, const M3ModelWeights& w,
+                                          const ModelConfig& c, const float* patches,
+                                          const GridThw& segment, NamedTensors* captured);
 
 }  // namespace m3::engine::minimax_m3

@@ -63,8 +63,8 @@ struct RunnerInfo {
 
 // Intermediate tensors a caller may ask the next Encode / Execute to keep (tests, debugging,
 // `m3-engine logits --capture`). Names: "hidden_states.i" (input of decoder layer i, the last
-// one after the final norm; rows of the step), "block_indices.layerN" ([kv_groups, rows, slots]
-// selected MSA blocks), "vision_tower_out" / "projector_out" (Encode).
+// one after the final norm; rows of the step), "block_indices.layerN" ([kv_groups, rows,
+// topk_blocks] selected MSA blocks, -1 padded), "vision_tower_out" / "projector_out" (Encode).
 struct CaptureRequest {
   bool hidden_states = false;
   bool block_indices = false;

@@ -1,0 +1,257 @@
+// M3DecoderGraph: batch validation, the per-step metadata, the layer loop and the LM head.
+#include "engine/minimax_m3/m3_decoder_graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "engine/backend/device_encoder_output.h"
+#include "kernels/cpu/rope.h"
+#include "shared/error.h"
+
+namespace m3::engine::minimax_m3 {
+namespace {
+
+using backend::DeviceTensor;
+
+void Bad(bool ok, const std::string& what) {
+  Require(ok, ErrorCode::kInvalidArgument, "forward batch: " + what);
+}
+
+std::string Str(int64_t v) {
+  return std::to_string(v);
+}
+
+}  // namespace
+
+M3DecoderGraph::M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights,
+                               backend::Backend& backend)
+    : config_(config), w_(weights), backend_(backend) {
+  inv_freq_ = kernels::cpu::RopeInverseFrequencies(config.text.rotary_dim, config.text.rope_theta);
+}
+
+int64_t M3DecoderGraph::KvBytesPerPage(int64_t page_size) const {
+  const TextConfig& t = config_.text;
+  int64_t per_token = 0;
+  for (bool sparse : t.sparse_attention)
+    per_token += 2 * t.num_key_value_heads * t.head_dim + (sparse ? t.index_head_dim : 0);
+  return per_token * page_size * static_cast<int64_t>(DTypeSize(backend_.activation_dtype()));
+}
+
+void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
+  const TextConfig& t = config_.text;
+  Require(num_pages > 0 && page_size > 0, ErrorCode::kInvalidArgument,
+          "KV cache: num_pages and page_size must be positive");
+  const bool any_sparse = std::find(t.sparse_attention.begin(), t.sparse_attention.end(), true) !=
+                          t.sparse_attention.end();
+  Require(!any_sparse || t.index_block_size % page_size == 0, ErrorCode::kInvalidArgument,
+          "KV cache: page size " + Str(page_size) + " does not divide the MSA block size " +
+              Str(t.index_block_size));
+  kv_.clear();
+  const DType dt = backend_.activation_dtype();
+  for (bool sparse : t.sparse_attention) {
+    backend::LayerKvCache c;
+    c.k = backend_.Alloc(dt, {num_pages, page_size, t.num_key_value_heads, t.head_dim});
+    c.v = backend_.Alloc(dt, {num_pages, page_size, t.num_key_value_heads, t.head_dim});
+    if (sparse) c.index_k = backend_.Alloc(dt, {num_pages, page_size, t.index_head_dim});
+    kv_.push_back(std::move(c));
+  }
+  num_pages_ = num_pages;
+  page_size_ = page_size;
+}
+
+void M3DecoderGraph::Validate(const ForwardBatch& b) const {
+  const TextConfig& t = config_.text;
+  const int64_t rows = b.num_rows(), seqs = b.num_seqs();
+  Require(page_size_ > 0, ErrorCode::kInternal, "Execute before AllocateKvCache");
+  Bad(rows > 0 && seqs > 0, "no rows");
+  Bad(static_cast<int64_t>(b.positions.size()) == rows &&
+          static_cast<int64_t>(b.slot_mapping.size()) == rows,
+      "positions / slot_mapping must have one entry per row");
+  Bad(static_cast<int64_t>(b.context_lens.size()) == seqs, "context_lens must have seqs entries");
+  Bad(b.max_pages_per_seq > 0 &&
+          static_cast<int64_t>(b.block_tables.size()) == seqs * b.max_pages_per_seq,
+      "block_tables must be [seqs, max_pages_per_seq]");
+  Bad(b.query_start.front() == 0 && b.query_start.back() == rows,
+      "query_start must run from 0 to the row count");
+  Bad(b.num_decodes >= 0 && b.num_decodes <= seqs, "num_decodes out of range");
+  for (int64_t s = 0; s < seqs; ++s) {
+    const int64_t q0 = b.query_start[s], q = b.query_start[s + 1] - q0, ctx = b.context_lens[s];
+    Bad(q > 0 && b.query_start[s + 1] <= rows,
+        "query_start must increase strictly (sequence " + Str(s) + ")");
+    Bad(s >= b.num_decodes || q == 1, "decode sequence " + Str(s) + " has more than one row");
+    Bad(ctx >= 0 && (t.max_position_embeddings <= 0 || ctx + q <= t.max_position_embeddings),
+        "sequence " + Str(s) + " reaches position " + Str(ctx + q) +
+            ", beyond max_position_embeddings " + Str(t.max_position_embeddings));
+    const int64_t pages = (ctx + q + page_size_ - 1) / page_size_;
+    Bad(pages <= b.max_pages_per_seq, "sequence " + Str(s) + " needs more pages than its table");
+    const int32_t* table = b.block_tables.data() + s * b.max_pages_per_seq;
+    for (int64_t j = 0; j < pages; ++j)
+      Bad(table[j] >= 0 && table[j] < num_pages_,
+          "sequence " + Str(s) + " block table entry " + Str(j) + " = " + Str(table[j]) +
+              " is not a page of the cache [0, " + Str(num_pages_) + ")");
+    for (int64_t i = 0; i < q; ++i) {
+      const int64_t r = q0 + i, pos = ctx + i;
+      Bad(b.positions[r] == pos, "row " + Str(r) + " has position " + Str(b.positions[r]) +
+                                     ", its sequence's layout says " + Str(pos));
+      Bad(b.slot_mapping[r] == int64_t{table[pos / page_size_]} * page_size_ + pos % page_size_,
+          "row " + Str(r) + " slot_mapping does not match its block table");
+      Bad(b.token_ids[r] >= 0 && b.token_ids[r] < t.vocab_size,
+          "token id " + Str(b.token_ids[r]) + " at row " + Str(r) +
+              " is outside the vocabulary [0, " + Str(t.vocab_size) + ")");
+    }
+  }
+  for (size_t i = 0; i < b.logits_rows.size(); ++i)
+    Bad(b.logits_rows[i] >= 0 && b.logits_rows[i] < rows &&
+            (i == 0 || b.logits_rows[i] > b.logits_rows[i - 1]),
+        "logits_rows must be ascending rows of the batch");
+  for (const MediaSpan& m : b.media) {
+    Bad(m.row >= 0 && m.length > 0 && m.row + m.length <= rows, "media span outside the rows");
+    Bad(m.features != nullptr, "media span without features");
+    Bad(m.offset >= 0 && m.offset + m.length <= m.features->tokens(),
+        "media span takes feature rows beyond its segment");
+    Bad(dynamic_cast<const backend::DeviceEncoderOutput*>(m.features.get()) != nullptr,
+        "media features were not encoded by this runner");
+    for (int64_t r = m.row; r < m.row + m.length; ++r)
+      Bad(b.token_ids[r] == config_.image_token_id || b.token_ids[r] == config_.video_token_id,
+          "media span covers row " + Str(r) + ", which is not an image / video placeholder");
+  }
+}
+
+void M3DecoderGraph::Execute(const ForwardBatch& b, std::vector<float>& logits,
+                             const CaptureRequest& capture) {
+  Validate(b);
+  const TextConfig& t = config_.text;
+  const int64_t rows = b.num_rows(), H = t.hidden_size, D = t.head_dim;
+  const int64_t Hq = t.num_attention_heads, Hkv = t.num_key_value_heads, rot = t.rotary_dim;
+  const int64_t Hi = t.index_n_heads, Di = t.index_head_dim;
+  const float eps = static_cast<float>(t.rms_norm_eps);
+  backend::Backend& be = backend_;
+  const DType f32 = be.activation_dtype();
+
+  // Once per step: the rotary rows and the batch layout.
+  std::vector<float> cos(rows * rot), sin(rows * rot);
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::cpu::RopeCosSin(b.positions[r], inv_freq_, cos.data() + r * rot, sin.data() + r * rot);
+  backend::StepMetadata meta = be.PrepareStep(b, page_size_, cos, sin, rot);
+
+  DeviceTensor ids = be.Alloc(DType::kI32, {rows});
+  be.Upload(b.token_ids.data(), ids);
+  DeviceTensor h = be.Alloc(f32, {rows, H});
+  be.Embedding(w_.embed_tokens, ids, h);
+  for (const MediaSpan& m : b.media) {
+    const auto& feats = static_cast<const backend::DeviceEncoderOutput&>(*m.features).features();
+    be.CopyRows(feats, m.offset, h, m.row, m.length);
+  }
+
+  // Step workspaces, reused by every layer.
+  bool any_sparse = false, any_moe = false, any_dense = false;
+  for (const auto& L : w_.layers) {
+    any_sparse |= L.sparse_attention;
+    any_moe |= L.moe;
+    any_dense |= !L.moe;
+  }
+  backend::QkvLayout base{Hq, Hkv, D, rot, 0, 0, 0, eps};
+  backend::QkvLayout sparse = base;
+  sparse.index_heads = Hi;
+  sparse.index_head_dim = Di;
+  sparse.index_rotary_dim = std::min(Di, rot);
+  const int64_t qkv_width = any_sparse ? sparse.width() : base.width();
+  DeviceTensor x = be.Alloc(f32, {rows, H});
+  DeviceTensor qkv_buf = be.Alloc(f32, {rows * qkv_width});
+  DeviceTensor q = be.Alloc(f32, {rows, Hq, D});
+  DeviceTensor att = be.Alloc(f32, {rows, Hq * D});
+  DeviceTensor delta = be.Alloc(f32, {rows, H});
+  DeviceTensor iq, sel;
+  if (any_sparse) {
+    iq = be.Alloc(f32, {rows, Hi, Di});
+    sel = be.Alloc(DType::kI32, {Hi, rows, t.index_topk_blocks});
+  }
+  DeviceTensor dense_gu, dense_act, shared_gu, shared_act, router_logits, route_ids, route_w;
+  if (any_dense) {
+    dense_gu = be.Alloc(f32, {rows, 2 * t.dense_intermediate_size});
+    dense_act = be.Alloc(f32, {rows, t.dense_intermediate_size});
+  }
+  if (any_moe) {
+    shared_gu = be.Alloc(f32, {rows, 2 * t.shared_intermediate_size});
+    shared_act = be.Alloc(f32, {rows, t.shared_intermediate_size});
+    router_logits = be.Alloc(f32, {rows, t.num_local_experts});
+    route_ids = be.Alloc(DType::kI32, {rows, t.num_experts_per_tok});
+    route_w = be.Alloc(f32, {rows, t.num_experts_per_tok});
+  }
+  const backend::AttentionShape shape{Hq, Hkv, D, static_cast<float>(1.0 / std::sqrt(double(D)))};
+  const backend::MsaParams msa{Hi, Di, t.index_block_size, t.index_topk_blocks,
+                               t.index_local_blocks};
+  const backend::SwigluParams act{static_cast<float>(t.swiglu_alpha),
+                                  static_cast<float>(t.swiglu_limit)};
+
+  auto capture_float = [&](const std::string& name, const DeviceTensor& v) {
+    HostTensor host = HostTensor::Uninitialized(DType::kF32, v.shape);
+    be.Download(v, host.data());
+    capture.out->emplace_back(name, std::move(host));
+  };
+
+  const DeviceTensor* pending = nullptr;  // the previous layer's MLP output, not yet added
+  for (size_t li = 0; li < w_.layers.size(); ++li) {
+    const M3DecoderLayerWeights& L = w_.layers[li];
+    const backend::LayerKvCache& cache = kv_[li];
+    be.AddRmsNorm(h, pending, L.input_norm, eps, x);
+    if (capture.out && capture.hidden_states) capture_float("hidden_states." + Str(li), h);
+
+    const backend::QkvLayout& layout = L.sparse_attention ? sparse : base;
+    DeviceTensor qkv = qkv_buf.Rows(0, rows * layout.width()).Reshape({rows, layout.width()});
+    be.Linear(x, L.qkv_proj, nullptr, qkv);
+    be.QkNormRopeToCache(qkv, layout, L.norms, meta, q, L.sparse_attention ? &iq : nullptr, cache);
+    if (L.sparse_attention) {
+      be.MsaSelectBlocks(iq, cache, meta, msa, sel);
+      be.BlockSparseAttention(q, cache, meta, shape, sel, t.index_topk_blocks, t.index_block_size,
+                              att);
+      if (capture.out && capture.block_indices) {
+        std::vector<int32_t> all(Hi * rows * t.index_topk_blocks);
+        be.Download(sel, all.data());
+        capture.out->emplace_back(
+            "block_indices.layer" + Str(li),
+            HostTensor::FromInt64({Hi, rows, t.index_topk_blocks},
+                                  std::vector<int64_t>(all.begin(), all.end())));
+      }
+    } else {
+      be.PagedAttention(q, cache, meta, shape, att);
+    }
+    be.Linear(att, L.o_proj, nullptr, delta);
+    be.AddRmsNorm(h, &delta, L.post_attention_norm, eps, x);
+
+    if (L.moe) {
+      be.Linear(x, L.router, nullptr, router_logits);
+      be.MoeRoute(router_logits, L.router_bias, route_ids, route_w);
+      be.Linear(x, L.shared_gate_up, nullptr, shared_gu);
+      be.SwigluOai(shared_gu, act, shared_act);
+      be.Linear(shared_act, L.shared_down, nullptr, delta);
+      be.MoeExperts(x, route_ids, route_w, L.experts_gate_up, L.experts_down, act,
+                    static_cast<float>(t.routed_scaling_factor), delta);
+    } else {
+      be.Linear(x, L.mlp_gate_up, nullptr, dense_gu);
+      be.SwigluOai(dense_gu, act, dense_act);
+      be.Linear(dense_act, L.mlp_down, nullptr, delta);
+    }
+    pending = &delta;
+  }
+  be.AddRmsNorm(h, pending, w_.final_norm, eps, x);
+  if (capture.out && capture.hidden_states)
+    capture_float("hidden_states." + Str(static_cast<int64_t>(w_.layers.size())), x);
+
+  const int64_t n = static_cast<int64_t>(b.logits_rows.size()), V = t.vocab_size;
+  logits.resize(n * V);
+  if (n == 0) return;
+  DeviceTensor picked = x;
+  if (n != rows) {
+    DeviceTensor index = be.Alloc(DType::kI32, {n});
+    be.Upload(b.logits_rows.data(), index);
+    picked = be.Alloc(f32, {n, H});
+    be.GatherRows(x, index, picked);
+  }
+  DeviceTensor out = be.Alloc(f32, {n, V});
+  be.Linear(picked, w_.lm_head, nullptr, out);
+  be.Download(out, logits.data());
+}
+
+}  // namespace m3::engine::minimax_m3

@@ -1,0 +1,161 @@
+// LoadM3ModelWeights: the upstream tensor names, the shapes each must have, and the fusions.
+#include "engine/minimax_m3/m3_model_weights.h"
+
+#include <algorithm>
+#include <string>
+
+#include "shared/error.h"
+
+namespace m3::engine::minimax_m3 {
+
+void CheckM3Config(const ModelConfig& c) {
+  const TextConfig& t = c.text;
+  auto need = [](bool ok, const std::string& what) {
+    Require(ok, ErrorCode::kInvalidArgument, "config.json: " + what);
+  };
+  need(t.vocab_size > 0 && t.hidden_size > 0 && t.num_hidden_layers > 0 && t.head_dim > 0,
+       "vocab_size, hidden_size, num_hidden_layers and head_dim must be positive");
+  need(t.num_key_value_heads > 0 && t.num_attention_heads % t.num_key_value_heads == 0,
+       "num_attention_heads must be a multiple of num_key_value_heads");
+  need(t.rotary_dim > 0 && t.rotary_dim % 2 == 0 && t.rotary_dim <= t.head_dim,
+       "the rotary dimension must be even and at most head_dim");
+  need(static_cast<int64_t>(t.sparse_attention.size()) == t.num_hidden_layers &&
+           static_cast<int64_t>(t.moe_mlp.size()) == t.num_hidden_layers,
+       "layer_types / mlp_layer_types must have num_hidden_layers entries");
+  bool any_sparse = std::find(t.sparse_attention.begin(), t.sparse_attention.end(), true) !=
+                    t.sparse_attention.end();
+  if (any_sparse) {
+    need(t.index_n_heads == t.num_key_value_heads,
+         "index_n_heads must equal num_key_value_heads (one block selection per KV group)");
+    need(t.index_block_size > 0 && t.index_topk_blocks > 0 && t.index_head_dim > 0,
+         "sparse layers need positive index_block_size, index_topk_blocks, index_head_dim");
+    need(t.index_local_blocks >= 0, "index_local_blocks must be >= 0");
+    need(std::min(t.index_head_dim, t.rotary_dim) % 2 == 0, "index rotary dim must be even");
+  }
+  bool any_moe = std::find(t.moe_mlp.begin(), t.moe_mlp.end(), true) != t.moe_mlp.end();
+  if (any_moe)
+    need(t.num_experts_per_tok > 0 && t.num_experts_per_tok <= t.num_local_experts,
+         "num_experts_per_tok must be in [1, num_local_experts]");
+  const VisionConfig& v = c.vision;
+  need(v.num_attention_heads > 0 && v.hidden_size % v.num_attention_heads == 0,
+       "vision hidden_size must be a multiple of num_attention_heads");
+  need(v.spatial_merge_size > 0, "vision spatial_merge_size must be positive");
+  need(c.image_token_id >= 0 && c.image_token_id < t.vocab_size && c.video_token_id >= 0 &&
+           c.video_token_id < t.vocab_size,
+       "image/video token ids must be inside the vocabulary");
+}
+
+M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
+                                  backend::Backend& backend, LoadReport& report) {
+  CheckM3Config(config);
+  const TextConfig& t = config.text;
+  const VisionConfig& v = config.vision;
+  WeightUploader w(store, backend);
+  M3ModelWeights m;
+  const int64_t H = t.hidden_size, D = t.head_dim;
+  const int64_t Hq = t.num_attention_heads, Hkv = t.num_key_value_heads;
+  const std::string lm = "language_model.";
+  m.embed_tokens = w.Load(lm + "model.embed_tokens.weight", {t.vocab_size, H});
+  m.lm_head = w.Load(lm + "lm_head.weight", {t.vocab_size, H});
+  m.final_norm = w.Load(lm + "model.norm.weight", {H});
+  auto gate_up = [&](const std::string& gate, const std::string& up, int64_t inter) {
+    return w.LoadConcat({{gate, {inter, H}}, {up, {inter, H}}}, {2 * inter, H});
+  };
+  for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
+    const std::string p = lm + "model.layers." + std::to_string(i) + ".";
+    M3DecoderLayerWeights L;
+    L.sparse_attention = t.sparse_attention[i];
+    L.moe = t.moe_mlp[i];
+    L.input_norm = w.Load(p + "input_layernorm.weight", {H});
+    L.post_attention_norm = w.Load(p + "post_attention_layernorm.weight", {H});
+    const std::string a = p + "self_attn.";
+    std::vector<std::pair<std::string, Shape>> qkv = {{a + "q_proj.weight", {Hq * D, H}},
+                                                      {a + "k_proj.weight", {Hkv * D, H}},
+                                                      {a + "v_proj.weight", {Hkv * D, H}}};
+    int64_t rows = (Hq + 2 * Hkv) * D;
+    if (L.sparse_attention) {
+      const int64_t Hi = t.index_n_heads, Di = t.index_head_dim;
+      qkv.push_back({a + "index_q_proj.weight", {Hi * Di, H}});
+      qkv.push_back({a + "index_k_proj.weight", {Di, H}});
+      rows += (Hi + 1) * Di;
+    }
+    L.qkv_proj = w.LoadConcat(qkv, {rows, H});
+    L.o_proj = w.Load(a + "o_proj.weight", {H, Hq * D});
+    L.norms.q_norm = w.Load(a + "q_norm.weight", {D});
+    L.norms.k_norm = w.Load(a + "k_norm.weight", {D});
+    if (L.sparse_attention) {
+      L.norms.index_q_norm = w.Load(a + "index_q_norm.weight", {t.index_head_dim});
+      L.norms.index_k_norm = w.Load(a + "index_k_norm.weight", {t.index_head_dim});
+    }
+    const std::string b = p + "block_sparse_moe.";
+    if (L.moe) {
+      const int64_t E = t.num_local_experts, I = t.intermediate_size;
+      L.router = w.Load(b + "gate.weight", {E, H});
+      L.router_bias = w.Load(b + "e_score_correction_bias", {E});
+      std::vector<std::pair<std::string, Shape>> gu, down;
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = b + "experts." + std::to_string(e) + ".";
+        gu.push_back({x + "w1.weight", {I, H}});
+        gu.push_back({x + "w3.weight", {I, H}});
+        down.push_back({x + "w2.weight", {H, I}});
+      }
+      L.experts_gate_up = w.LoadConcat(gu, {E, 2 * I, H});
+      L.experts_down = w.LoadConcat(down, {E, H, I});
+      const std::string s = b + "shared_experts.";
+      L.shared_gate_up =
+          gate_up(s + "gate_proj.weight", s + "up_proj.weight", t.shared_intermediate_size);
+      L.shared_down = w.Load(s + "down_proj.weight", {H, t.shared_intermediate_size});
+    } else {
+      L.mlp_gate_up =
+          gate_up(b + "gate_proj.weight", b + "up_proj.weight", t.dense_intermediate_size);
+      L.mlp_down = w.Load(b + "down_proj.weight", {H, t.dense_intermediate_size});
+    }
+    m.layers.push_back(std::move(L));
+  }
+
+  const std::string vm = "vision_tower.vision_model.";
+  const int64_t Dv = v.hidden_size;
+  m.patch_embed =
+      w.LoadConcat({{vm + "embeddings.patch_embedding.weight",
+                     {Dv, v.num_channels, v.temporal_patch_size, v.patch_size, v.patch_size}}},
+                   {Dv, v.patch_dim()});
+  m.pre_ln_w = w.Load(vm + "pre_layrnorm.weight", {Dv});
+  m.pre_ln_b = w.Load(vm + "pre_layrnorm.bias", {Dv});
+  for (int64_t i = 0; i < v.num_hidden_layers; ++i) {
+    const std::string p = vm + "encoder.layers." + std::to_string(i) + ".";
+    const std::string a = p + "self_attn.";
+    M3VisionLayerWeights L;
+    L.ln1_w = w.Load(p + "layer_norm1.weight", {Dv});
+    L.ln1_b = w.Load(p + "layer_norm1.bias", {Dv});
+    L.ln2_w = w.Load(p + "layer_norm2.weight", {Dv});
+    L.ln2_b = w.Load(p + "layer_norm2.bias", {Dv});
+    L.qkv_w = w.LoadConcat({{a + "q_proj.weight", {Dv, Dv}},
+                            {a + "k_proj.weight", {Dv, Dv}},
+                            {a + "v_proj.weight", {Dv, Dv}}},
+                           {3 * Dv, Dv});
+    L.qkv_b = w.LoadConcat(
+        {{a + "q_proj.bias", {Dv}}, {a + "k_proj.bias", {Dv}}, {a + "v_proj.bias", {Dv}}},
+        {3 * Dv});
+    L.out_w = w.Load(a + "out_proj.weight", {Dv, Dv});
+    L.out_b = w.Load(a + "out_proj.bias", {Dv});
+    L.fc1_w = w.Load(p + "block_sparse_moe.fc1.weight", {v.intermediate_size, Dv});
+    L.fc1_b = w.Load(p + "block_sparse_moe.fc1.bias", {v.intermediate_size});
+    L.fc2_w = w.Load(p + "block_sparse_moe.fc2.weight", {Dv, v.intermediate_size});
+    L.fc2_b = w.Load(p + "block_sparse_moe.fc2.bias", {Dv});
+    m.vision_layers.push_back(std::move(L));
+  }
+  const int64_t P = config.projector_hidden_size;
+  const int64_t merged = v.spatial_merge_size * v.spatial_merge_size * H;
+  m.proj1_w = w.Load("multi_modal_projector.linear_1.weight", {P, Dv});
+  m.proj1_b = w.Load("multi_modal_projector.linear_1.bias", {P});
+  m.proj2_w = w.Load("multi_modal_projector.linear_2.weight", {H, P});
+  m.proj2_b = w.Load("multi_modal_projector.linear_2.bias", {H});
+  m.merge1_w = w.Load("patch_merge_mlp.linear_1.weight", {P, merged});
+  m.merge1_b = w.Load("patch_merge_mlp.linear_1.bias", {P});
+  m.merge2_w = w.Load("patch_merge_mlp.linear_2.weight", {H, P});
+  m.merge2_b = w.Load("patch_merge_mlp.linear_2.bias", {H});
+  report = w.Finish();
+  return m;
+}
+
+}  // namespace m3::engine::minimax_m3

@@ -1,0 +1,63 @@
+// MiniMax-M3 VL weights on a Backend, loaded from the upstream checkpoint layout (names in
+// docs/M3_REFERENCE.md) with every shape checked against the config, fused for the graph:
+// q/k/v (+ the MSA indexer's q/k) as one projection, gate/up as one matrix, the routed experts
+// stacked [experts, 2 * inter, hidden] / [experts, hidden, inter] for grouped execution, and the
+// vision q/k/v as one projection with one bias.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/weight_uploader.h"
+#include "shared/model_config.h"
+#include "shared/safetensors.h"
+
+namespace m3::engine::minimax_m3 {
+
+using backend::DeviceTensor;
+
+struct M3DecoderLayerWeights {
+  bool sparse_attention = false;
+  bool moe = false;
+  DeviceTensor input_norm, post_attention_norm;  // [hidden]
+  // [(q_heads + 2 kv_heads) head_dim (+ (index_heads + 1) index_dim), hidden]: rows of q, k, v,
+  // then index q and index k on MSA layers.
+  DeviceTensor qkv_proj;
+  DeviceTensor o_proj;  // [hidden, q_heads * head_dim]
+  backend::QkNormWeights norms;
+  DeviceTensor mlp_gate_up, mlp_down;  // dense MLP: [2 I, hidden], [hidden, I]
+  DeviceTensor router, router_bias;    // [experts, hidden], [experts]
+  DeviceTensor experts_gate_up;        // [experts, 2 I, hidden]
+  DeviceTensor experts_down;           // [experts, hidden, I]
+  DeviceTensor shared_gate_up, shared_down;
+};
+
+struct M3VisionLayerWeights {
+  DeviceTensor ln1_w, ln1_b, ln2_w, ln2_b;
+  DeviceTensor qkv_w, qkv_b;  // [3 Dv, Dv], [3 Dv]
+  DeviceTensor out_w, out_b;
+  DeviceTensor fc1_w, fc1_b, fc2_w, fc2_b;
+};
+
+struct M3ModelWeights {
+  DeviceTensor embed_tokens;  // [vocab, hidden]
+  DeviceTensor lm_head;       // [vocab, hidden]
+  DeviceTensor final_norm;    // [hidden]
+  std::vector<M3DecoderLayerWeights> layers;
+
+  DeviceTensor patch_embed;  // [vision_hidden, patch_dim] (the Conv3d kernel, flattened)
+  DeviceTensor pre_ln_w, pre_ln_b;
+  std::vector<M3VisionLayerWeights> vision_layers;
+  DeviceTensor proj1_w, proj1_b, proj2_w, proj2_b;      // multi_modal_projector.linear_{1,2}
+  DeviceTensor merge1_w, merge1_b, merge2_w, merge2_b;  // patch_merge_mlp.linear_{1,2}
+};
+
+// Checks the config's structural assumptions (kInvalidArgument naming the key).
+void CheckM3Config(const ModelConfig& config);
+
+// Loads and shape-checks every tensor onto `backend`; fills `report`.
+M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
+                                  backend::Backend& backend, LoadReport& report);
+
+}  // namespace m3::engine::minimax_m3

@@ -1,0 +1,132 @@
+// M3Runner: info from the config, media splitting, Encode with pixel checks, KV storage and
+// Execute delegated to the decoder graph.
+#include "engine/minimax_m3/m3_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/device_encoder_output.h"
+#include "engine/minimax_m3/m3_decoder_graph.h"
+#include "engine/minimax_m3/m3_model_weights.h"
+#include "engine/minimax_m3/m3_vision.h"
+#include "shared/error.h"
+#include "shared/model_config.h"
+
+namespace m3::engine::minimax_m3 {
+namespace {
+
+class M3Runner : public ModelRunner {
+ public:
+  M3Runner(ModelConfig config, std::unique_ptr<backend::Backend> be, const WeightStore& store)
+      : config_(std::move(config)), backend_(std::move(be)) {
+    LoadReport report;
+    weights_ = LoadM3ModelWeights(store, config_, *backend_, report);
+    graph_ = std::make_unique<M3DecoderGraph>(config_, weights_, *backend_);
+    const TextConfig& t = config_.text;
+    const VisionConfig& v = config_.vision;
+    info_.architecture = config_.model_type;
+    info_.dtype = std::string(DTypeName(backend_->activation_dtype()));
+    info_.device = backend_->name();
+    info_.vocab_size = t.vocab_size;
+    info_.hidden_size = t.hidden_size;
+    info_.num_layers = t.num_hidden_layers;
+    info_.max_model_len = t.max_position_embeddings;
+    info_.eos_token_ids = config_.eos_token_ids();
+    info_.bos_token_id = t.bos_token_id;
+    info_.image_token_id = config_.image_token_id;
+    info_.video_token_id = config_.video_token_id;
+    info_.patch_dim = v.patch_dim();
+    info_.patch_size = v.patch_size;
+    info_.temporal_patch_size = v.temporal_patch_size;
+    info_.spatial_merge_size = v.spatial_merge_size;
+    info_.vision_segment_max_frames = v.vision_segment_max_frames;
+    const bool any_sparse = std::find(t.sparse_attention.begin(), t.sparse_attention.end(), true) !=
+                            t.sparse_attention.end();
+    info_.msa_block_size = any_sparse ? t.index_block_size : 0;
+  }
+
+  const RunnerInfo& info() const override { return info_; }
+
+  std::vector<MediaSegment> SplitMedia(bool video, std::array<int64_t, 3> g) const override {
+    const int64_t m = config_.vision.spatial_merge_size;
+    const auto [t, h, w] = g;
+    const std::string where = std::string(video ? "video" : "image") + " grid_thw (" +
+                              std::to_string(t) + ", " + std::to_string(h) + ", " +
+                              std::to_string(w) + ")";
+    Require(t > 0 && h > 0 && w > 0, ErrorCode::kInvalidArgument, where + " must be positive");
+    Require(h % m == 0 && w % m == 0, ErrorCode::kInvalidArgument,
+            where + ": height and width must be divisible by the merge size " + std::to_string(m));
+    Require(t <= (int64_t{1} << 20) && h <= (int64_t{1} << 20) && w <= (int64_t{1} << 20),
+            ErrorCode::kInvalidArgument, where + " is implausibly large");
+    // An image is one segment whatever its t (the processor gives images t = 1).
+    const int64_t max_frames = video ? config_.vision.vision_segment_max_frames : 0;
+    std::vector<MediaSegment> out;
+    int64_t patch = 0, token = 0;
+    for (const GridThw& s : VisionSegments({GridThw{t, h, w}}, max_frames)) {
+      MediaSegment seg;
+      seg.patch_offset = patch;
+      seg.patch_rows = s[0] * s[1] * s[2];
+      seg.grid_thw = s;
+      seg.tokens = seg.patch_rows / (m * m);
+      seg.token_offset = token;
+      patch += seg.patch_rows;
+      token += seg.tokens;
+      out.push_back(seg);
+    }
+    return out;
+  }
+
+  std::shared_ptr<const EncoderOutput> Encode(const float* patches,
+                                              const MediaSegment& segment) override {
+    const int64_t rows = segment.patch_rows, pd = info_.patch_dim;
+    const int64_t m = config_.vision.spatial_merge_size;
+    Require(rows == segment.grid_thw[0] * segment.grid_thw[1] * segment.grid_thw[2] &&
+                segment.tokens * m * m == rows,
+            ErrorCode::kInvalidArgument, "media segment rows do not match its grid");
+    for (int64_t i = 0; i < rows * pd; ++i)
+      Require(std::isfinite(patches[i]), ErrorCode::kInvalidArgument,
+              "pixel_values[" + std::to_string(segment.patch_offset + i / pd) + ", " +
+                  std::to_string(i % pd) + "] is not a finite number");
+    NamedTensors* cap = capture_.out && capture_.vision ? capture_.out : nullptr;
+    return std::make_shared<backend::DeviceEncoderOutput>(
+        EncodeVisionSegment(*backend_, weights_, config_, patches, segment.grid_thw, cap));
+  }
+
+  int64_t KvBytesPerPage(int64_t page_size) const override {
+    return graph_->KvBytesPerPage(page_size);
+  }
+  void AllocateKvCache(int64_t num_pages, int64_t page_size) override {
+    graph_->AllocateKvCache(num_pages, page_size);
+  }
+  int64_t num_pages() const override { return graph_->num_pages(); }
+  int64_t page_size() const override { return graph_->page_size(); }
+
+  void Execute(const ForwardBatch& batch, std::vector<float>& logits) override {
+    graph_->Execute(batch, logits, capture_);
+  }
+
+  void SetCapture(const CaptureRequest& capture) override { capture_ = capture; }
+
+ private:
+  ModelConfig config_;
+  std::unique_ptr<backend::Backend> backend_;
+  M3ModelWeights weights_;
+  std::unique_ptr<M3DecoderGraph> graph_;
+  RunnerInfo info_;
+  CaptureRequest capture_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelRunner> LoadMiniMaxM3Runner(const std::string& model_dir,
+                                                 const RunnerOptions& options) {
+  Require(options.device == "cpu", ErrorCode::kUnsupported,
+          "device '" + options.device + "' is not supported by this build (known: cpu)");
+  ModelConfig config = LoadModelConfig(model_dir);
+  WeightStore store = WeightStore::OpenDirectory(model_dir);
+  return std::make_unique<M3Runner>(std::move(config), backend::MakeCpuBackend(), store);
+}
+
+}  // namespace m3::engine::minimax_m3

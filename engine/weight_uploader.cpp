@@ -1,0 +1,102 @@
+// WeightUploader: checks, conversion through Backend::UploadWeight, madvise to drop the source
+// pages, progress lines.
+#include "engine/weight_uploader.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "shared/error.h"
+#include "shared/log.h"
+
+namespace m3::engine {
+
+int64_t PeakResidentBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::istringstream is(line.substr(6));
+      int64_t kb = 0;
+      is >> kb;
+      return kb * 1024;
+    }
+  }
+  return 0;
+}
+
+WeightUploader::WeightUploader(const WeightStore& store, backend::Backend& backend)
+    : store_(store), backend_(backend), start_(std::chrono::steady_clock::now()) {
+  for (const auto& name : store_.Names()) total_bytes_ += store_.Get(name).nbytes;
+  Log(LogLevel::kInfo, "loading weights from ", store_.dir(), ": ", total_bytes_ >> 20,
+      " MiB of tensors onto the ", backend_.name(), " backend");
+}
+
+TensorView WeightUploader::Checked(const std::string& name, const Shape& shape) const {
+  auto view = store_.Find(name);
+  Require(view.has_value(), ErrorCode::kNotFound,
+          "weight '" + name + "' is missing from the checkpoint in " + store_.dir());
+  Require(view->shape == shape, ErrorCode::kInvalidArgument,
+          "weight '" + name + "' has shape " + ShapeString(view->shape) + ", expected " +
+              ShapeString(shape) + " from config.json");
+  Require(view->dtype == DType::kF32 || view->dtype == DType::kBF16 || view->dtype == DType::kF16 ||
+              view->dtype == DType::kF64,
+          ErrorCode::kInvalidArgument,
+          "weight '" + name + "' has dtype " + std::string(DTypeName(view->dtype)) +
+              ", expected a float type");
+  return *view;
+}
+
+void WeightUploader::Done(const std::vector<TensorView>& views) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (const auto& v : views) {
+    read_bytes_ += static_cast<int64_t>(v.nbytes);
+    ++tensors_;
+    // The converted copy is all we keep: let the kernel drop the mapped source pages (only
+    // whole pages inside this tensor, so neighbours still to be read stay mapped).
+    const uintptr_t b = (reinterpret_cast<uintptr_t>(v.data) + page - 1) / page * page;
+    const uintptr_t e = (reinterpret_cast<uintptr_t>(v.data) + v.nbytes) / page * page;
+    if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+  }
+  // Progress only where a load takes noticeable time; the summary line always comes.
+  constexpr int64_t kProgressFrom = int64_t{256} << 20;
+  while (total_bytes_ >= kProgressFrom &&
+         read_bytes_ * 100 >= next_report_percent_ * total_bytes_ && next_report_percent_ <= 100) {
+    Log(LogLevel::kInfo, "weights: ", next_report_percent_, "% (", read_bytes_ >> 20, " of ",
+        total_bytes_ >> 20, " MiB)");
+    next_report_percent_ += 10;
+  }
+}
+
+backend::DeviceTensor WeightUploader::Load(const std::string& name, const Shape& shape) {
+  std::vector<TensorView> views{Checked(name, shape)};
+  backend::DeviceTensor t = backend_.UploadWeight(views, shape);
+  Done(views);
+  return t;
+}
+
+backend::DeviceTensor WeightUploader::LoadConcat(
+    const std::vector<std::pair<std::string, Shape>>& parts, const Shape& shape) {
+  std::vector<TensorView> views;
+  for (const auto& [name, s] : parts) views.push_back(Checked(name, s));
+  backend::DeviceTensor t = backend_.UploadWeight(views, shape);
+  Done(views);
+  return t;
+}
+
+LoadReport WeightUploader::Finish() {
+  LoadReport r;
+  r.tensors = tensors_;
+  r.checkpoint_bytes = read_bytes_;
+  r.device_bytes = static_cast<int64_t>(backend_.weight_bytes());
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  r.peak_rss_bytes = PeakResidentBytes();
+  Log(LogLevel::kInfo, "weights loaded: ", r.tensors, " tensors, ", r.checkpoint_bytes >> 20,
+      " MiB read, ", r.device_bytes >> 20, " MiB on ", backend_.name(), " in ", r.seconds,
+      " s; peak resident ", r.peak_rss_bytes >> 20, " MiB");
+  return r;
+}
+
+}  // namespace m3::engine

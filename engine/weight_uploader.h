@@ -1,0 +1,57 @@
+// WeightUploader: moves a checkpoint's tensors (mmapped views of one or several safetensors
+// shards) onto a Backend, converted once to the backend's weight dtype, with each tensor's
+// dtype and shape checked against what the config implies (a mismatched checkpoint fails at
+// load, naming the tensor). Several source tensors can be fused into one (gate/up, QKV, stacked
+// experts). Progress is logged every ~10% of the checkpoint's bytes (checkpoints of 256 MiB and
+// more); after each tensor the source pages are released, so resident memory stays near the
+// converted copy (no transient third copy). Finish() logs the totals and returns them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "shared/safetensors.h"
+
+namespace m3::engine {
+
+struct LoadReport {
+  int64_t tensors = 0;
+  int64_t checkpoint_bytes = 0;  // bytes read from the checkpoint
+  int64_t device_bytes = 0;      // bytes the backend holds for the weights
+  double seconds = 0;
+  int64_t peak_rss_bytes = 0;  // the process high-water mark (VmHWM), 0 when unknown
+};
+
+class WeightUploader {
+ public:
+  WeightUploader(const WeightStore& store, backend::Backend& backend);
+
+  // One tensor of exactly `shape`. Throws kNotFound when missing, kInvalidArgument on a
+  // non-float dtype or another shape.
+  backend::DeviceTensor Load(const std::string& name, const Shape& shape);
+  // Tensors, each of its own expected shape, concatenated along dimension 0 into `shape`.
+  backend::DeviceTensor LoadConcat(const std::vector<std::pair<std::string, Shape>>& parts,
+                                   const Shape& shape);
+
+  LoadReport Finish();
+
+ private:
+  TensorView Checked(const std::string& name, const Shape& shape) const;
+  void Done(const std::vector<TensorView>& views);
+
+  const WeightStore& store_;
+  backend::Backend& backend_;
+  int64_t total_bytes_ = 0;
+  int64_t read_bytes_ = 0;
+  int64_t tensors_ = 0;
+  int next_report_percent_ = 10;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// The process's peak resident set (VmHWM of /proc/self/status), 0 when unknown.
+int64_t PeakResidentBytes();
+
+}  // namespace m3::engine
