@@ -1,0 +1,292 @@
+// EngineCore: request intake, the engine thread's step loop, finishing and stats.
+#include "engine/runtime/engine_core.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "engine/runtime/content_hash.h"
+#include "engine/runtime/request_validation.h"
+#include "shared/error.h"
+#include "shared/log.h"
+
+namespace m3::engine {
+namespace {
+
+int64_t DefaultPageSize(const RunnerInfo& info) {
+  return info.msa_block_size > 0 ? info.msa_block_size : 16;
+}
+
+}  // namespace
+
+EngineCore::EngineCore(std::unique_ptr<ModelRunner> runner, const EngineConfig& config)
+    : runner_(std::move(runner)),
+      config_(config),
+      info_(runner_->info()),
+      sampler_(runner_->info().vocab_size) {
+  std::random_device rd;
+  seed_state_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  if (config_.page_size <= 0) config_.page_size = DefaultPageSize(info_);
+  Require(info_.msa_block_size <= 0 || info_.msa_block_size % config_.page_size == 0,
+          ErrorCode::kInvalidArgument,
+          "the KV page size " + std::to_string(config_.page_size) +
+              " must divide the MSA block size " + std::to_string(info_.msa_block_size));
+  if (config_.kv_pages <= 0) {
+    const int64_t per_page = runner_->KvBytesPerPage(config_.page_size);
+    Require(per_page > 0, ErrorCode::kInternal, "the runner reports 0 bytes per KV page");
+    int64_t budget = config_.kv_memory_bytes > 0 ? config_.kv_memory_bytes : int64_t{1} << 30;
+    int64_t pages = budget / per_page;
+    if (config_.kv_memory_bytes <= 0) {
+      const int64_t full = config_.scheduler.max_num_seqs *
+                           ((info_.max_model_len + config_.page_size - 1) / config_.page_size);
+      pages = std::min(pages, full);
+    }
+    Require(pages > 0, ErrorCode::kInvalidArgument,
+            "the KV memory budget holds no page (one page takes " + std::to_string(per_page) +
+                " bytes)");
+    config_.kv_pages = pages;
+  }
+  runner_->AllocateKvCache(config_.kv_pages, config_.page_size);
+  kv_ =
+      std::make_unique<KvCacheManager>(config_.kv_pages, config_.page_size, config_.prefix_caching);
+  encoder_cache_ = std::make_unique<EncoderCache>(config_.encoder_cache_bytes);
+  scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *runner_, *kv_, *encoder_cache_);
+  Log(LogLevel::kInfo, "engine: ", info_.architecture, " on ", info_.device, ", KV ",
+      config_.kv_pages, " pages of ", config_.page_size, " tokens (",
+      (config_.kv_pages * runner_->KvBytesPerPage(config_.page_size)) >> 20, " MiB), max ",
+      config_.scheduler.max_num_seqs, " sequences, ", config_.scheduler.max_batched_tokens,
+      " tokens per step");
+  PublishStats();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+EngineCore::~EngineCore() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t EngineCore::max_prompt_tokens() const {
+  return std::min(info_.max_model_len - 1, config_.kv_pages * config_.page_size - 1);
+}
+
+uint64_t EngineCore::FreshSeed() {
+  return Mix64(seed_state_.fetch_add(0x9e3779b97f4a7c15ULL));
+}
+
+void EngineCore::Submit(EngineRequest request, OutputSink sink) {
+  Require(accepting_.load(), ErrorCode::kUnavailable, "the engine is shutting down");
+  ValidateRequest(request, info_, max_prompt_tokens());
+  // Placement and content hashing happen here, on the caller's thread.
+  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), *runner_, 0);
+  std::lock_guard<std::mutex> lock(mu_);
+  Require(!stop_ && accepting_.load(), ErrorCode::kUnavailable, "the engine is shutting down");
+  Require(static_cast<int64_t>(inbox_.size()) + stats_.waiting < config_.scheduler.max_waiting,
+          ErrorCode::kResourceExhausted,
+          "the engine's waiting queue is full (" + std::to_string(config_.scheduler.max_waiting) +
+              " requests); retry later");
+  Require(active_ids_.insert(seq->id()).second, ErrorCode::kInvalidArgument,
+          "request id '" + seq->id() + "' is already in use");
+  inbox_.push_back(std::move(seq));
+  cv_.notify_all();
+}
+
+bool EngineCore::Abort(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_ids_.count(id)) return false;
+  aborts_.push_back(id);
+  cv_.notify_all();
+  return true;
+}
+
+EngineStats EngineCore::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineStats s = stats_;
+  s.accepting = accepting_.load();
+  s.waiting += static_cast<int64_t>(inbox_.size());
+  return s;
+}
+
+void EngineCore::StopAdmission() {
+  accepting_ = false;
+  cv_.notify_all();
+}
+
+bool EngineCore::Idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_ids_.empty();
+}
+
+void EngineCore::PublishStats() {
+  EngineStats s;
+  s.running = scheduler_->num_running();
+  s.waiting = scheduler_->num_waiting();
+  s.kv_pages = kv_->num_pages();
+  s.kv_pages_used = kv_->num_used_pages();
+  s.kv_pages_cached = kv_->num_cached_pages();
+  s.page_size = kv_->page_size();
+  s.kv_usage = kv_->usage();
+  s.steps = steps_;
+  s.preemptions = scheduler_->total_preemptions();
+  s.generated_tokens = generated_tokens_;
+  s.prefix_hit_tokens = scheduler_->prefix_hit_tokens();
+  s.encoder_cache_hits = encoder_cache_->hits();
+  s.encoder_cache_misses = encoder_cache_->misses();
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_ = s;
+}
+
+void EngineCore::Emit(Sequence* seq, RequestOutput&& out) {
+  try {
+    seq->sink(std::move(out));
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "engine: output sink of ", seq->id(), " threw: ", e.what());
+  }
+}
+
+void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& error) {
+  std::unique_ptr<Sequence> owned = scheduler_->Remove(seq->id());
+  RequestOutput out;
+  out.finish = reason;
+  out.error = error;
+  out.prompt_tokens = seq->prompt_len();
+  out.completion_tokens = seq->num_generated();
+  out.cached_prompt_tokens = std::max<int64_t>(seq->cached_prompt_tokens, 0);
+  out.seed = seq->sampling().seed;
+  Emit(seq, std::move(out));
+  std::lock_guard<std::mutex> lock(mu_);
+  active_ids_.erase(seq->id());
+}
+
+void EngineCore::Loop() {
+  for (;;) {
+    std::deque<std::unique_ptr<Sequence>> incoming;
+    std::vector<std::string> aborts;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        return stop_ || !inbox_.empty() || !aborts_.empty() || scheduler_->has_work();
+      });
+      if (stop_) break;
+      incoming.swap(inbox_);
+      aborts.swap(aborts_);
+    }
+    for (const std::string& id : aborts) {
+      if (Sequence* s = scheduler_->Find(id)) {
+        Finish(s, FinishReason::kAbort);
+        continue;
+      }
+      // Still in this batch of arrivals: never admitted.
+      for (auto& in : incoming) {
+        if (in && in->id() == id) {
+          RequestOutput out;
+          out.finish = FinishReason::kAbort;
+          out.prompt_tokens = in->prompt_len();
+          out.seed = in->sampling().seed;
+          Emit(in.get(), std::move(out));
+          std::lock_guard<std::mutex> lock(mu_);
+          active_ids_.erase(id);
+          in.reset();
+        }
+      }
+    }
+    for (auto& in : incoming) {
+      if (!in) continue;
+      const std::string id = in->id();
+      Sequence* raw = in.get();
+      try {
+        scheduler_->Add(std::move(in));
+      } catch (const Error& e) {
+        RequestOutput out;
+        out.finish = FinishReason::kError;
+        out.error = e.what();
+        Emit(raw, std::move(out));
+        std::lock_guard<std::mutex> lock(mu_);
+        active_ids_.erase(id);
+      }
+    }
+    if (scheduler_->has_work()) Step();
+    PublishStats();
+  }
+  // Shutdown: whatever is left ends as aborted so no stream waits forever.
+  for (const std::string& id : scheduler_->Ids())
+    Finish(scheduler_->Find(id), FinishReason::kAbort);
+  for (auto& in : inbox_) {
+    RequestOutput out;
+    out.finish = FinishReason::kAbort;
+    Emit(in.get(), std::move(out));
+  }
+  inbox_.clear();
+}
+
+void EngineCore::Step() {
+  ScheduledStep step = scheduler_->Schedule();
+  for (auto& [seq, why] : step.failed) Finish(seq, FinishReason::kError, why);
+  for (Sequence* seq : step.out_of_capacity) {
+    if (scheduler_->Find(seq->id()) != seq) continue;
+    Log(LogLevel::kWarn, "engine: ", seq->id(), " outgrew the KV cache (", seq->tokens().size(),
+        " tokens); finished with length");
+    Finish(seq, FinishReason::kLength);
+  }
+  if (step.empty()) {
+    // Nothing could run (all blocked on pages held by finished-in-this-step sequences): let
+    // the next iteration retry without spinning hot.
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return;
+  }
+  try {
+    runner_->Execute(step.batch, logits_);
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "engine: step failed: ", e.what());
+    for (Sequence* seq : step.seqs) Finish(seq, FinishReason::kError, e.what());
+    return;
+  }
+  ++steps_;
+  scheduler_->Commit(step);
+
+  std::vector<SampleRow> rows(step.sampled.size());
+  for (size_t i = 0; i < step.sampled.size(); ++i)
+    rows[i] = {&step.sampled[i]->sampling(), step.sampled[i]->prompt(), step.sampled[i]->output()};
+  sampler_.Sample(logits_.data(), rows, sampled_);
+
+  for (size_t i = 0; i < step.sampled.size(); ++i) {
+    Sequence* s = step.sampled[i];
+    const SamplingParams& p = s->sampling();
+    const int32_t token = sampled_[i].token;
+    s->AppendToken(token);
+    ++generated_tokens_;
+    RequestOutput out;
+    out.tokens.push_back(token);
+    if (p.return_logprobs) out.logprobs.push_back(std::move(sampled_[i]));
+    FinishReason reason = FinishReason::kNone;
+    auto in = [&](const std::vector<int32_t>& ids) {
+      return std::find(ids.begin(), ids.end(), token) != ids.end();
+    };
+    if (in(p.stop_token_ids) || (!p.ignore_eos && in(p.eos_token_ids))) {
+      reason = FinishReason::kStop;
+    } else if (s->num_generated() >= p.max_tokens ||
+               static_cast<int64_t>(s->tokens().size()) >= info_.max_model_len) {
+      reason = FinishReason::kLength;
+    }
+    if (reason == FinishReason::kNone) {
+      Emit(s, std::move(out));
+      continue;
+    }
+    // The last token rides on the final message with the counts.
+    std::unique_ptr<Sequence> owned = scheduler_->Remove(s->id());
+    out.finish = reason;
+    out.prompt_tokens = s->prompt_len();
+    out.completion_tokens = s->num_generated();
+    out.cached_prompt_tokens = std::max<int64_t>(s->cached_prompt_tokens, 0);
+    out.seed = p.seed;
+    Emit(s, std::move(out));
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ids_.erase(s->id());
+  }
+}
+
+}  // namespace m3::engine
