@@ -1,6 +1,8 @@
-// The model-definition interface of the engine: what a backend-independent runner (the offline
-// m3-engine, later the server) needs from an architecture. One implementation per architecture
-// (engine/minimax_m3/ for MiniMax-M3 VL); LoadModel (model_registry.h) picks it by model_type.
+// Model: the one-sequence interface of the engine (prompt with its images / videos, then one
+// token at a time), used by the offline `m3-engine logits / generate` and the golden tests. Its
+// one implementation is the single-sequence driver over a ModelRunner
+// (single_sequence_model.h); LoadModel (model_registry.h) builds it for a model directory. The
+// serving runtime drives ModelRunner directly with many sequences per step.
 #pragma once
 
 #include <array>
@@ -42,10 +44,10 @@ struct PrefillResult {
   NamedTensors captured;
 };
 
-// Per-request state of one architecture (KV caches, position). Opaque to runners.
-class Sequence {
+// Per-request state (its KV pages, position). Opaque to callers.
+class ModelSequence {
  public:
-  virtual ~Sequence() = default;
+  virtual ~ModelSequence() = default;
   virtual int64_t length() const = 0;  // tokens processed so far
 };
 
@@ -58,13 +60,13 @@ class Model {
   // The most tokens a sequence may hold (prompt + generated); 0 when the config sets none.
   virtual int64_t max_context() const = 0;
 
-  virtual std::unique_ptr<Sequence> NewSequence() const = 0;
+  virtual std::unique_ptr<ModelSequence> NewSequence() const = 0;
   // Runs the prompt (with its images / videos) on an empty sequence, filling its caches.
   // Throws m3::Error on invalid inputs (ids out of range, placeholder / grid mismatches).
-  virtual PrefillResult Prefill(Sequence& seq, const ModelInputs& inputs,
+  virtual PrefillResult Prefill(ModelSequence& seq, const ModelInputs& inputs,
                                 const CaptureOptions& capture) const = 0;
   // Appends one token to a prefilled sequence; returns its next-token logits [vocab].
-  virtual std::vector<float> Decode(Sequence& seq, int64_t token) const = 0;
+  virtual std::vector<float> Decode(ModelSequence& seq, int64_t token) const = 0;
 };
 
 }  // namespace m3::engine

@@ -25,7 +25,7 @@ struct State {
   int64_t page_size = 0;
 };
 
-class DriverSequence : public Sequence {
+class DriverSequence : public ModelSequence {
  public:
   explicit DriverSequence(std::shared_ptr<State> state) : state_(std::move(state)) {}
   ~DriverSequence() override {
@@ -112,11 +112,11 @@ class SingleSequenceModel : public Model {
   std::vector<int64_t> eos_token_ids() const override { return info().eos_token_ids; }
   int64_t max_context() const override { return info().max_model_len; }
 
-  std::unique_ptr<Sequence> NewSequence() const override {
+  std::unique_ptr<ModelSequence> NewSequence() const override {
     return std::make_unique<DriverSequence>(state_);
   }
 
-  PrefillResult Prefill(Sequence& base, const ModelInputs& in,
+  PrefillResult Prefill(ModelSequence& base, const ModelInputs& in,
                         const CaptureOptions& capture) const override {
     DriverSequence& seq = As(base);
     Require(seq.length() == 0, ErrorCode::kInternal, "Prefill on a sequence that is not empty");
@@ -178,7 +178,7 @@ class SingleSequenceModel : public Model {
     return result;
   }
 
-  std::vector<float> Decode(Sequence& base, int64_t token) const override {
+  std::vector<float> Decode(ModelSequence& base, int64_t token) const override {
     DriverSequence& seq = As(base);
     Require(seq.length() > 0, ErrorCode::kInternal, "Decode before Prefill");
     CheckToken(token, "token");
@@ -197,7 +197,7 @@ class SingleSequenceModel : public Model {
  private:
   const RunnerInfo& info() const { return state_->runner->info(); }
 
-  static DriverSequence& As(Sequence& s) {
+  static DriverSequence& As(ModelSequence& s) {
     auto* d = dynamic_cast<DriverSequence*>(&s);
     Require(d != nullptr, ErrorCode::kInternal, "sequence was not made by this model");
     return *d;

@@ -29,6 +29,7 @@ class M3Runner : public ModelRunner {
     info_.architecture = config_.model_type;
     info_.dtype = std::string(DTypeName(backend_->activation_dtype()));
     info_.device = backend_->name();
+    info_.weight_bytes = report.device_bytes;
     info_.vocab_size = t.vocab_size;
     info_.hidden_size = t.hidden_size;
     info_.num_layers = t.num_hidden_layers;

@@ -42,6 +42,7 @@ struct RunnerInfo {
   std::string architecture;  // config.json model_type
   std::string dtype;         // activations / weights as the backend runs them ("float32")
   std::string device;        // "cpu", "cuda:0", ...
+  int64_t weight_bytes = 0;  // what the loaded weights take on the device (memory planning)
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
