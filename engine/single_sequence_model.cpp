@@ -123,7 +123,9 @@ class SingleSequenceModel : public Model {
     const int64_t T = static_cast<int64_t>(in.input_ids.size());
     Require(T > 0, ErrorCode::kInvalidArgument, "input_ids is empty");
     CheckContext(T, "the prompt");
-    for (int64_t i = 0; i < T; ++i) CheckToken(in.input_ids[i], "input_ids[" + Str(i) + "]");
+    for (int64_t i = 0; i < T; ++i)
+      if (in.input_ids[i] < 0 || in.input_ids[i] >= info().vocab_size)
+        CheckToken(in.input_ids[i], "input_ids[" + Str(i) + "]");
 
     std::lock_guard<std::mutex> lock(state_->mu);
     ModelRunner& runner = *state_->runner;
@@ -271,9 +273,10 @@ class SingleSequenceModel : public Model {
     Require(static_cast<int64_t>(vin->pixels.size()) == vin->rows * pd, ErrorCode::kInvalidArgument,
             kind + " pixel_values size does not match its shape");
     for (size_t i = 0; i < vin->pixels.size(); ++i)
-      Require(std::isfinite(vin->pixels[i]), ErrorCode::kInvalidArgument,
-              kind + " pixel_values[" + Str(static_cast<int64_t>(i) / pd) + ", " +
-                  Str(static_cast<int64_t>(i) % pd) + "] is not a finite number");
+      if (!std::isfinite(vin->pixels[i]))
+        throw Error(ErrorCode::kInvalidArgument,
+                    kind + " pixel_values[" + Str(static_cast<int64_t>(i) / pd) + ", " +
+                        Str(static_cast<int64_t>(i) % pd) + "] is not a finite number");
     Require(patches == vin->rows, ErrorCode::kInvalidArgument,
             kind + " grids describe " + Str(patches) + " patches but pixel_values has " +
                 Str(vin->rows) + " rows");

@@ -14,8 +14,8 @@ namespace {
 
 using backend::DeviceTensor;
 
-void Bad(bool ok, const std::string& what) {
-  Require(ok, ErrorCode::kInvalidArgument, "forward batch: " + what);
+[[noreturn]] void Fail(const std::string& what) {
+  throw Error(ErrorCode::kInvalidArgument, "forward batch: " + what);
 }
 
 std::string Str(int64_t v) {
@@ -64,57 +64,62 @@ void M3DecoderGraph::Validate(const ForwardBatch& b) const {
   const TextConfig& t = config_.text;
   const int64_t rows = b.num_rows(), seqs = b.num_seqs();
   Require(page_size_ > 0, ErrorCode::kInternal, "Execute before AllocateKvCache");
-  Bad(rows > 0 && seqs > 0, "no rows");
-  Bad(static_cast<int64_t>(b.positions.size()) == rows &&
-          static_cast<int64_t>(b.slot_mapping.size()) == rows,
-      "positions / slot_mapping must have one entry per row");
-  Bad(static_cast<int64_t>(b.context_lens.size()) == seqs, "context_lens must have seqs entries");
-  Bad(b.max_pages_per_seq > 0 &&
-          static_cast<int64_t>(b.block_tables.size()) == seqs * b.max_pages_per_seq,
-      "block_tables must be [seqs, max_pages_per_seq]");
-  Bad(b.query_start.front() == 0 && b.query_start.back() == rows,
-      "query_start must run from 0 to the row count");
-  Bad(b.num_decodes >= 0 && b.num_decodes <= seqs, "num_decodes out of range");
+  if (!(rows > 0 && seqs > 0)) Fail("no rows");
+  if (!(static_cast<int64_t>(b.positions.size()) == rows &&
+        static_cast<int64_t>(b.slot_mapping.size()) == rows))
+    Fail("positions / slot_mapping must have one entry per row");
+  if (!(static_cast<int64_t>(b.context_lens.size()) == seqs))
+    Fail("context_lens must have seqs entries");
+  if (!(b.max_pages_per_seq > 0 &&
+        static_cast<int64_t>(b.block_tables.size()) == seqs * b.max_pages_per_seq))
+    Fail("block_tables must be [seqs, max_pages_per_seq]");
+  if (!(b.query_start.front() == 0 && b.query_start.back() == rows))
+    Fail("query_start must run from 0 to the row count");
+  if (!(b.num_decodes >= 0 && b.num_decodes <= seqs)) Fail("num_decodes out of range");
   for (int64_t s = 0; s < seqs; ++s) {
     const int64_t q0 = b.query_start[s], q = b.query_start[s + 1] - q0, ctx = b.context_lens[s];
-    Bad(q > 0 && b.query_start[s + 1] <= rows,
-        "query_start must increase strictly (sequence " + Str(s) + ")");
-    Bad(s >= b.num_decodes || q == 1, "decode sequence " + Str(s) + " has more than one row");
-    Bad(ctx >= 0 && (t.max_position_embeddings <= 0 || ctx + q <= t.max_position_embeddings),
-        "sequence " + Str(s) + " reaches position " + Str(ctx + q) +
-            ", beyond max_position_embeddings " + Str(t.max_position_embeddings));
+    if (!(q > 0 && b.query_start[s + 1] <= rows))
+      Fail("query_start must increase strictly (sequence " + Str(s) + ")");
+    if (!(s >= b.num_decodes || q == 1))
+      Fail("decode sequence " + Str(s) + " has more than one row");
+    if (!(ctx >= 0 && (t.max_position_embeddings <= 0 || ctx + q <= t.max_position_embeddings)))
+      Fail("sequence " + Str(s) + " reaches position " + Str(ctx + q) +
+           ", beyond max_position_embeddings " + Str(t.max_position_embeddings));
     const int64_t pages = (ctx + q + page_size_ - 1) / page_size_;
-    Bad(pages <= b.max_pages_per_seq, "sequence " + Str(s) + " needs more pages than its table");
+    if (!(pages <= b.max_pages_per_seq))
+      Fail("sequence " + Str(s) + " needs more pages than its table");
     const int32_t* table = b.block_tables.data() + s * b.max_pages_per_seq;
     for (int64_t j = 0; j < pages; ++j)
-      Bad(table[j] >= 0 && table[j] < num_pages_,
-          "sequence " + Str(s) + " block table entry " + Str(j) + " = " + Str(table[j]) +
-              " is not a page of the cache [0, " + Str(num_pages_) + ")");
+      if (!(table[j] >= 0 && table[j] < num_pages_))
+        Fail("sequence " + Str(s) + " block table entry " + Str(j) + " = " + Str(table[j]) +
+             " is not a page of the cache [0, " + Str(num_pages_) + ")");
     for (int64_t i = 0; i < q; ++i) {
       const int64_t r = q0 + i, pos = ctx + i;
-      Bad(b.positions[r] == pos, "row " + Str(r) + " has position " + Str(b.positions[r]) +
-                                     ", its sequence's layout says " + Str(pos));
-      Bad(b.slot_mapping[r] == int64_t{table[pos / page_size_]} * page_size_ + pos % page_size_,
-          "row " + Str(r) + " slot_mapping does not match its block table");
-      Bad(b.token_ids[r] >= 0 && b.token_ids[r] < t.vocab_size,
-          "token id " + Str(b.token_ids[r]) + " at row " + Str(r) +
-              " is outside the vocabulary [0, " + Str(t.vocab_size) + ")");
+      if (!(b.positions[r] == pos))
+        Fail("row " + Str(r) + " has position " + Str(b.positions[r]) +
+             ", its sequence's layout says " + Str(pos));
+      if (!(b.slot_mapping[r] == int64_t{table[pos / page_size_]} * page_size_ + pos % page_size_))
+        Fail("row " + Str(r) + " slot_mapping does not match its block table");
+      if (!(b.token_ids[r] >= 0 && b.token_ids[r] < t.vocab_size))
+        Fail("token id " + Str(b.token_ids[r]) + " at row " + Str(r) +
+             " is outside the vocabulary [0, " + Str(t.vocab_size) + ")");
     }
   }
   for (size_t i = 0; i < b.logits_rows.size(); ++i)
-    Bad(b.logits_rows[i] >= 0 && b.logits_rows[i] < rows &&
-            (i == 0 || b.logits_rows[i] > b.logits_rows[i - 1]),
-        "logits_rows must be ascending rows of the batch");
+    if (!(b.logits_rows[i] >= 0 && b.logits_rows[i] < rows &&
+          (i == 0 || b.logits_rows[i] > b.logits_rows[i - 1])))
+      Fail("logits_rows must be ascending rows of the batch");
   for (const MediaSpan& m : b.media) {
-    Bad(m.row >= 0 && m.length > 0 && m.row + m.length <= rows, "media span outside the rows");
-    Bad(m.features != nullptr, "media span without features");
-    Bad(m.offset >= 0 && m.offset + m.length <= m.features->tokens(),
-        "media span takes feature rows beyond its segment");
-    Bad(dynamic_cast<const backend::DeviceEncoderOutput*>(m.features.get()) != nullptr,
-        "media features were not encoded by this runner");
+    if (!(m.row >= 0 && m.length > 0 && m.row + m.length <= rows))
+      Fail("media span outside the rows");
+    if (!(m.features != nullptr)) Fail("media span without features");
+    if (!(m.offset >= 0 && m.offset + m.length <= m.features->tokens()))
+      Fail("media span takes feature rows beyond its segment");
+    if (!(dynamic_cast<const backend::DeviceEncoderOutput*>(m.features.get()) != nullptr))
+      Fail("media features were not encoded by this runner");
     for (int64_t r = m.row; r < m.row + m.length; ++r)
-      Bad(b.token_ids[r] == config_.image_token_id || b.token_ids[r] == config_.video_token_id,
-          "media span covers row " + Str(r) + ", which is not an image / video placeholder");
+      if (!(b.token_ids[r] == config_.image_token_id || b.token_ids[r] == config_.video_token_id))
+        Fail("media span covers row " + Str(r) + ", which is not an image / video placeholder");
   }
 }
 

@@ -87,9 +87,10 @@ class M3Runner : public ModelRunner {
                 segment.tokens * m * m == rows,
             ErrorCode::kInvalidArgument, "media segment rows do not match its grid");
     for (int64_t i = 0; i < rows * pd; ++i)
-      Require(std::isfinite(patches[i]), ErrorCode::kInvalidArgument,
-              "pixel_values[" + std::to_string(segment.patch_offset + i / pd) + ", " +
-                  std::to_string(i % pd) + "] is not a finite number");
+      if (!std::isfinite(patches[i]))
+        throw Error(ErrorCode::kInvalidArgument,
+                    "pixel_values[" + std::to_string(segment.patch_offset + i / pd) + ", " +
+                        std::to_string(i % pd) + "] is not a finite number");
     NamedTensors* cap = capture_.out && capture_.vision ? capture_.out : nullptr;
     return std::make_shared<backend::DeviceEncoderOutput>(
         EncodeVisionSegment(*backend_, weights_, config_, patches, segment.grid_thw, cap));
