@@ -5,7 +5,7 @@ export DEBIAN_FRONTEND=noninteractive
 if [ "$(id -u)" != 0 ]; then echo "install-deps.sh: run as root (apt-get)" >&2; exit 1; fi
 PKGS=(
   build-essential cmake ninja-build pkg-config git ca-certificates curl
-  python3 python3-jinja2 python3-numpy
+  python3 python3-jinja2 python3-numpy python3-grpcio python3-protobuf
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libboost-dev libssl-dev
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev ffmpeg

@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "engine/cli/arg_parser.h"
+#ifdef M3_ENGINE_SERVER
+#include "engine/cli/serve_command.h"
+#endif
 #include "engine/generate.h"
 #include "engine/model_inputs.h"
 #include "engine/model_registry.h"
@@ -29,7 +32,13 @@ constexpr const char* kUsage =
     "  m3-engine generate --model DIR --inputs IN.safetensors --max-new-tokens N\n"
     "      [--temperature T] [--top-p P] [--top-k K] [--seed S] [--ignore-eos]\n"
     "      sampling defaults come from the model's generation_config.json (else greedy)\n"
-    "      prints {\"tokens\":[...]} as the last stdout line\n";
+    "      prints {\"tokens\":[...]} as the last stdout line\n"
+    "  m3-engine serve --model DIR --port P [--host H] [--device cpu] [--max-num-seqs N]\n"
+    "      [--max-batched-tokens N] [--kv-pages N | --kv-memory GiB] [--page-size N]\n"
+    "      [--max-prefill-chunk N] [--max-waiting N] [--no-prefix-caching]\n"
+    "      [--encoder-cache-mb N] [--max-message-mb N] [--served-model-name NAME]\n"
+    "      gRPC engine server (proto/engine.proto); prints 'm3-engine: listening on port P';\n"
+    "      SIGTERM stops admission, finishes running streams and exits\n";
 
 int RunLogits(const std::vector<std::string>& args) {
   ArgParser p;
@@ -100,6 +109,13 @@ int Main(int argc, char** argv) {
   try {
     if (cmd == "logits") return RunLogits(args);
     if (cmd == "generate") return RunGenerate(args);
+    if (cmd == "serve") {
+#ifdef M3_ENGINE_SERVER
+      return RunServe(args);
+#else
+      throw Error(ErrorCode::kUnsupported, "this m3-engine was built without gRPC: no serve");
+#endif
+    }
     std::cerr << "m3-engine: unknown command '" << cmd << "'\n" << kUsage;
     return 64;
   } catch (const Error& e) {

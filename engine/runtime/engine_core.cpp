@@ -148,11 +148,13 @@ void EngineCore::Emit(Sequence* seq, RequestOutput&& out) {
   }
 }
 
-void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& error) {
+void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& error,
+                        ErrorCode code) {
   std::unique_ptr<Sequence> owned = scheduler_->Remove(seq->id());
   RequestOutput out;
   out.finish = reason;
   out.error = error;
+  out.error_code = code;
   out.prompt_tokens = seq->prompt_len();
   out.completion_tokens = seq->num_generated();
   out.cached_prompt_tokens = std::max<int64_t>(seq->cached_prompt_tokens, 0);
@@ -204,6 +206,7 @@ void EngineCore::Loop() {
         RequestOutput out;
         out.finish = FinishReason::kError;
         out.error = e.what();
+        out.error_code = e.code();
         Emit(raw, std::move(out));
         std::lock_guard<std::mutex> lock(mu_);
         active_ids_.erase(id);
@@ -225,7 +228,7 @@ void EngineCore::Loop() {
 
 void EngineCore::Step() {
   ScheduledStep step = scheduler_->Schedule();
-  for (auto& [seq, why] : step.failed) Finish(seq, FinishReason::kError, why);
+  for (auto& [seq, err] : step.failed) Finish(seq, FinishReason::kError, err.what(), err.code());
   for (Sequence* seq : step.out_of_capacity) {
     if (scheduler_->Find(seq->id()) != seq) continue;
     Log(LogLevel::kWarn, "engine: ", seq->id(), " outgrew the KV cache (", seq->tokens().size(),

@@ -74,7 +74,8 @@ class EngineCore {
  private:
   void Loop();
   void Step();
-  void Finish(Sequence* seq, FinishReason reason, const std::string& error = "");
+  void Finish(Sequence* seq, FinishReason reason, const std::string& error = "",
+              ErrorCode code = ErrorCode::kInternal);
   void Emit(Sequence* seq, RequestOutput&& out);
   void PublishStats();
 

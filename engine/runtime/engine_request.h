@@ -11,6 +11,7 @@
 
 #include "engine/runtime/batch_sampler.h"
 #include "engine/runtime/sampling_params.h"
+#include "shared/error.h"
 
 namespace m3::engine {
 
@@ -36,7 +37,8 @@ struct RequestOutput {
   std::vector<int32_t> tokens;         // new since the previous output
   std::vector<SampledToken> logprobs;  // per new token, when asked
   FinishReason finish = FinishReason::kNone;
-  std::string error;          // kError: why
+  std::string error;  // kError: why
+  ErrorCode error_code = ErrorCode::kInternal;
   int64_t prompt_tokens = 0;  // set on the final output
   int64_t completion_tokens = 0;
   int64_t cached_prompt_tokens = 0;

@@ -141,7 +141,7 @@ ScheduledStep Scheduler::Schedule() {
       try {
         rows = PlanMedia(s, 1, step);
       } catch (const Error& e) {
-        step.failed.emplace_back(s, e.what());
+        step.failed.emplace_back(s, e);
         rows = 0;
       }
     }
@@ -166,7 +166,7 @@ ScheduledStep Scheduler::Schedule() {
     try {
       rows = PlanMedia(s, rows, step);
     } catch (const Error& e) {
-      step.failed.emplace_back(s, e.what());
+      step.failed.emplace_back(s, e);
       return false;
     }
     if (rows <= 0) return false;

@@ -37,7 +37,7 @@ struct ScheduledStep {
   std::vector<int64_t> rows;       // rows of each in this step
   std::vector<Sequence*> sampled;  // sequences whose logits come back, in logits_rows order
   // Sequences that cannot go on: an encode failed (error) or the KV pool can never hold them.
-  std::vector<std::pair<Sequence*, std::string>> failed;
+  std::vector<std::pair<Sequence*, Error>> failed;
   std::vector<Sequence*> out_of_capacity;
   int32_t num_decodes = 0;
   int64_t preempted = 0;
