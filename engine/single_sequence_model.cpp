@@ -99,8 +99,15 @@ class SingleSequenceModel : public Model {
     int64_t ps =
         o.page_size > 0 ? o.page_size : (info.msa_block_size > 0 ? info.msa_block_size : 16);
     const int64_t context = info.max_model_len > 0 ? info.max_model_len : 8192;
-    int64_t pages =
-        o.kv_pages > 0 ? o.kv_pages : 2 * ((std::min<int64_t>(context, 1 << 16) + ps - 1) / ps);
+    int64_t pages = o.kv_pages;
+    if (pages <= 0) {
+      // Two sequences of the whole context, within a bound on memory (the offline runner holds
+      // one or two sequences at a time).
+      constexpr int64_t kMaxDefaultBytes = int64_t{4} << 30;
+      pages = 2 * ((std::min<int64_t>(context, 1 << 16) + ps - 1) / ps);
+      pages = std::max<int64_t>(
+          1, std::min(pages, kMaxDefaultBytes / std::max<int64_t>(1, runner->KvBytesPerPage(ps))));
+    }
     runner->AllocateKvCache(pages, ps);
     state_->page_size = ps;
     for (int64_t p = pages - 1; p >= 0; --p) state_->free_pages.push_back(static_cast<int32_t>(p));

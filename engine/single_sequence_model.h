@@ -17,7 +17,7 @@ namespace m3::engine {
 struct SingleSequenceOptions {
   int64_t page_size = 0;      // 0: the MSA block size (16 for a model without MSA layers)
   int64_t prefill_chunk = 0;  // prompt rows per step; 0: the whole prompt in one step
-  int64_t kv_pages = 0;       // 0: room for two sequences of the model's context (capped)
+  int64_t kv_pages = 0;       // 0: two sequences of the model's context, at most 4 GiB
 };
 
 std::unique_ptr<Model> MakeSingleSequenceModel(std::unique_ptr<ModelRunner> runner,
