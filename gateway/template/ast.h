@@ -38,6 +38,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int depth = 1;  // height of the tree under this node, bounded by the parser
   Value literal;
   std::string name;  // name / attribute / filter / test / operator
   ExprPtr a, b, c;

@@ -1,17 +1,16 @@
-// Global callables (see builtins.h). range() is materialized as a list, capped so that a
-// template cannot ask for an unbounded allocation.
+// Global callables (see builtins.h). range() is materialized as a list, sized against the
+// list limit before it is built.
 #include "gateway/template/builtins.h"
 
 #include <ctime>
 
 #include "gateway/template/call_args.h"
+#include "gateway/template/render_budget.h"
 #include "gateway/template/render_error.h"
 
 namespace m3::tmpl {
 
 namespace {
-
-constexpr int64_t kMaxRange = 1 << 20;
 
 Value Range(CallArgs& args, Evaluator&) {
   if (!args.keyword.empty()) Fail("range() takes no keyword arguments");
@@ -27,11 +26,14 @@ Value Range(CallArgs& args, Evaluator&) {
     if (p.size() == 3) step = IntArg(p[2], 1, "range() argument");
   }
   if (step == 0) Fail("range() arg 3 must not be zero");
+  const __int128 span =
+      step > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+  const __int128 abs_step = step > 0 ? static_cast<__int128>(step) : -static_cast<__int128>(step);
+  const __int128 count = span <= 0 ? 0 : (span + abs_step - 1) / abs_step;
+  CheckListSize(static_cast<uint64_t>(count));
   std::vector<Value> out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-    if (static_cast<int64_t>(out.size()) >= kMaxRange) Fail("range too big");
-    out.emplace_back(i);
-  }
+  out.reserve(static_cast<size_t>(count));
+  for (__int128 i = 0; i < count; ++i) out.emplace_back(static_cast<int64_t>(start + i * step));
   return Value::List(std::move(out));
 }
 
@@ -72,6 +74,7 @@ Value RaiseException(CallArgs& args, Evaluator&) {
 Value StrftimeNow(CallArgs& args, Evaluator&) {
   auto a = BindArgs(args, "strftime_now", {"format"});
   std::string fmt = ToStr(a[0]);
+  if (fmt.size() > 4096) Fail("strftime_now: format longer than 4096 bytes");
   std::time_t now = std::time(nullptr);
   std::tm local{};
   localtime_r(&now, &local);

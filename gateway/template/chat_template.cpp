@@ -7,14 +7,16 @@
 
 namespace m3::tmpl {
 
-ChatTemplate ChatTemplate::Parse(std::string_view source, const std::string& name) {
+ChatTemplate ChatTemplate::Parse(std::string_view source, const std::string& name,
+                                 const TemplateLimits& limits) {
   ChatTemplate t;
-  t.program_ = ParseProgram(source, name);
+  t.program_ = ParseProgram(source, name, limits);
+  t.limits_ = limits;
   return t;
 }
 
 std::string ChatTemplate::Render(const nlohmann::ordered_json& context) const {
-  Evaluator evaluator(*program_, context);
+  Evaluator evaluator(*program_, context, limits_);
   return evaluator.Render();
 }
 

@@ -10,6 +10,7 @@
 #include "gateway/template/operators.h"
 #include "gateway/template/predicates.h"
 #include "gateway/template/py_text.h"
+#include "gateway/template/render_budget.h"
 #include "gateway/template/render_error.h"
 #include "gateway/unicode/utf8.h"
 #include "shared/error.h"
@@ -17,8 +18,6 @@
 namespace m3::tmpl {
 
 namespace {
-
-constexpr int kMaxDepth = 200;
 
 std::string ObjectTypeRepr(const Value& obj) {
   if (obj.IsNone()) return "None";
@@ -39,9 +38,10 @@ Value MissingItem(const Value& obj, const Value& key) {
   return Value::Undefined(std::move(message));
 }
 
-// Python slice semantics over a sequence of length n.
-std::vector<int64_t> SliceIndices(int64_t n, const Value& start, const Value& stop,
-                                  const Value& step) {
+// Python slice semantics over a sequence of length n: calls visit(i) for each index taken.
+template <typename Visit>
+void ForSliceIndices(int64_t n, const Value& start, const Value& stop, const Value& step,
+                     Visit visit) {
   auto as_int = [](const Value& v, const char* what) -> std::optional<int64_t> {
     if (v.IsUndefined() || v.IsNone()) return std::nullopt;
     if (!v.IsInt() && !v.IsBool()) {
@@ -54,19 +54,19 @@ std::vector<int64_t> SliceIndices(int64_t n, const Value& start, const Value& st
   auto clamp = [&](std::optional<int64_t> v, int64_t dflt) {
     if (!v) return dflt;
     int64_t x = *v;
-    if (x < 0) x += n;
+    if (x < 0) x = x < -n ? -n - 1 : x + n;  // no overflow for INT64_MIN
     if (st > 0) return std::clamp<int64_t>(x, 0, n);
     return std::clamp<int64_t>(x, -1, n - 1);
   };
   int64_t b = clamp(as_int(start, "start"), st > 0 ? 0 : n - 1);
   int64_t e = clamp(as_int(stop, "stop"), st > 0 ? n : -1);
-  std::vector<int64_t> idx;
+  // b and e lie in [-1, n]; a step as large as INT64_MAX must not overflow i, so the next
+  // index is taken only while it stays inside the range.
   if (st > 0) {
-    for (int64_t i = b; i < e; i += st) idx.push_back(i);
+    for (int64_t i = b; i<e; i = (e - i) - st> 0 ? i + st : e) visit(i);
   } else {
-    for (int64_t i = b; i > e; i += st) idx.push_back(i);
+    for (int64_t i = b; i > e; i = (i - e) + st > 0 ? i + st : e) visit(i);
   }
-  return idx;
 }
 
 Value SliceValue(const Value& obj, const Value& start, const Value& stop, const Value& step) {
@@ -74,17 +74,15 @@ Value SliceValue(const Value& obj, const Value& start, const Value& stop, const 
   if (obj.IsString()) {
     std::u32string u = unicode::DecodeLossy(obj.AsString());
     std::u32string out;
-    for (int64_t i : SliceIndices(static_cast<int64_t>(u.size()), start, stop, step)) {
-      out.push_back(u[static_cast<size_t>(i)]);
-    }
+    ForSliceIndices(static_cast<int64_t>(u.size()), start, stop, step,
+                    [&](int64_t i) { out.push_back(u[static_cast<size_t>(i)]); });
     return Value(unicode::Encode(out));
   }
   if (obj.IsList()) {
     const auto& items = obj.AsList().items;
     std::vector<Value> out;
-    for (int64_t i : SliceIndices(static_cast<int64_t>(items.size()), start, stop, step)) {
-      out.push_back(items[static_cast<size_t>(i)]);
-    }
+    ForSliceIndices(static_cast<int64_t>(items.size()), start, stop, step,
+                    [&](int64_t i) { out.push_back(items[static_cast<size_t>(i)]); });
     return Value::List(std::move(out), obj.AsList().is_tuple);
   }
   Fail("'" + TypeName(obj) + "' object is not subscriptable");
@@ -118,12 +116,22 @@ Value MakeLoop(const std::vector<Value>& items, size_t i) {
 
 }  // namespace
 
-Evaluator::Evaluator(const Program& program, const nlohmann::ordered_json& context)
-    : program_(program) {
-  AddBuiltins(globals_);
-  if (context.is_object()) {
-    for (const auto& [k, v] : context.items()) globals_.Set(Value(k), Value::FromJson(v));
-  } else if (!context.is_null()) {
+Evaluator::DepthGuard::DepthGuard(Evaluator& ev) : ev_(ev) {
+  if (++ev_.eval_depth_ > ev_.limits_.max_eval_depth) {
+    --ev_.eval_depth_;
+    FailLimit("template evaluation nested deeper than " +
+              std::to_string(ev_.limits_.max_eval_depth));
+  }
+  if (StackNearlyExhausted()) {
+    --ev_.eval_depth_;
+    FailLimit("template evaluation nested too deep for the thread's stack");
+  }
+}
+
+Evaluator::Evaluator(const Program& program, const nlohmann::ordered_json& context,
+                     const TemplateLimits& limits)
+    : program_(program), context_(context), limits_(limits) {
+  if (!context.is_object() && !context.is_null()) {
     throw Error(ErrorCode::kInvalidArgument, "chat template context must be a JSON object");
   }
 }
@@ -131,8 +139,16 @@ Evaluator::Evaluator(const Program& program, const nlohmann::ordered_json& conte
 std::string Evaluator::Render() {
   std::string out;
   auto root = std::make_shared<Scope>();
+  RenderBudget budget(limits_);
   try {
+    AddBuiltins(globals_);
+    if (context_.is_object()) {
+      for (const auto& [k, v] : context_.items()) globals_.Set(Value(k), Value::FromJson(v));
+    }
     RenderBody(program_.body, root, out);
+  } catch (const LimitError& e) {
+    throw Error(ErrorCode::kTooLarge,
+                program_.name + ":" + std::to_string(line_) + ": " + e.what());
   } catch (const RaisedError& e) {
     throw Error(ErrorCode::kInvalidArgument,
                 program_.name + ":" + std::to_string(line_) + ": template raised: " + e.what());
@@ -146,12 +162,18 @@ std::string Evaluator::Render() {
 Evaluator::Flow Evaluator::RenderBody(const Body& body, const ScopePtr& scope, std::string& out) {
   for (const auto& s : body) {
     Flow f = RenderStmt(*s, scope, out);
+    // Every buffer (the output, a macro's or a block's) is held to the output limit.
+    if (out.size() > static_cast<uint64_t>(limits_.max_output_bytes)) {
+      FailLimit("template output exceeds " + std::to_string(limits_.max_output_bytes) + " bytes");
+    }
     if (f != Flow::kNormal) return f;
   }
   return Flow::kNormal;
 }
 
 Evaluator::Flow Evaluator::RenderStmt(const Stmt& s, const ScopePtr& scope, std::string& out) {
+  DepthGuard guard(*this);
+  ChargeSteps(1);
   line_ = s.line;
   switch (s.kind) {
     case Stmt::Kind::kText:
@@ -232,9 +254,11 @@ void Evaluator::RenderFor(const Stmt& s, const ScopePtr& scope, std::string& out
   Value iterable = Eval(*s.expr, scope);
   line_ = s.line;
   std::vector<Value> items = Iterate(iterable);
+  RenderBudget& budget = *RenderBudget::Active();
   if (s.cond) {
     std::vector<Value> kept;
     for (const Value& item : items) {
+      budget.LoopIteration();
       auto probe = std::make_shared<Scope>();
       probe->parent = scope;
       Assign(s.target, item, probe);
@@ -249,6 +273,7 @@ void Evaluator::RenderFor(const Stmt& s, const ScopePtr& scope, std::string& out
     return;
   }
   for (size_t i = 0; i < items.size(); ++i) {
+    budget.LoopIteration();
     auto child = std::make_shared<Scope>();
     child->parent = scope;
     child->vars["loop"] = MakeLoop(items, i);
@@ -306,7 +331,10 @@ Value Evaluator::MakeMacro(const Stmt& s, const ScopePtr& scope) {
 }
 
 Value Evaluator::InvokeMacro(const Stmt& s, const ScopePtr& def_scope, CallArgs& args) {
-  if (depth_ >= kMaxDepth) Fail("maximum recursion depth exceeded in macro '" + s.name + "'");
+  if (macro_depth_ >= limits_.max_macro_depth) {
+    Fail("maximum recursion depth exceeded in macro '" + s.name + "' (" +
+         std::to_string(limits_.max_macro_depth) + " calls deep)");
+  }
   auto scope = std::make_shared<Scope>();
   scope->parent = def_scope;
   std::vector<bool> set(s.params.size(), false);
@@ -344,10 +372,15 @@ Value Evaluator::InvokeMacro(const Stmt& s, const ScopePtr& def_scope, CallArgs&
   }
   scope->vars["varargs"] = Value::List(std::move(varargs), true);
   scope->vars["kwargs"] = Value::Dict(std::move(kwargs));
-  ++depth_;
+  ++macro_depth_;
   std::string out;
-  RenderBody(s.body, scope, out);
-  --depth_;
+  try {
+    RenderBody(s.body, scope, out);
+  } catch (...) {
+    --macro_depth_;
+    throw;
+  }
+  --macro_depth_;
   return Value(std::move(out));
 }
 
@@ -412,6 +445,7 @@ Value Evaluator::GetItem(const Value& obj, const Value& key) {
       break;
     case Value::Kind::kString:
       if (key.IsInt() || key.IsBool()) {
+        ChargeSteps(static_cast<int64_t>(obj.AsString().size() / 64));  // decoded per lookup
         std::u32string u = unicode::DecodeLossy(obj.AsString());
         int64_t n = static_cast<int64_t>(u.size());
         int64_t i = key.AsInt();
@@ -445,6 +479,8 @@ Value Evaluator::EvalCall(const Expr& e, const ScopePtr& scope) {
 }
 
 Value Evaluator::Eval(const Expr& e, const ScopePtr& scope) {
+  DepthGuard guard(*this);
+  ChargeSteps(1);
   line_ = e.line;
   switch (e.kind) {
     case Expr::Kind::kLiteral:

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/template/ast.h"
+#include "gateway/template/template_limits.h"
 #include "gateway/template/value.h"
 
 namespace m3::tmpl {
@@ -23,9 +24,11 @@ using ScopePtr = std::shared_ptr<Scope>;
 
 class Evaluator {
  public:
-  Evaluator(const Program& program, const nlohmann::ordered_json& context);
+  Evaluator(const Program& program, const nlohmann::ordered_json& context,
+            const TemplateLimits& limits = {});
 
-  // Throws m3::Error with "<name>:<line>: " in front of every failure.
+  // Throws m3::Error with "<name>:<line>: " in front of every failure: kTooLarge when a limit
+  // was exceeded, kInvalidArgument otherwise.
   std::string Render();
 
   // Services for filters, tests, methods and builtins.
@@ -37,6 +40,19 @@ class Evaluator {
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
+
+  // Counts one level of evaluation recursion for its lifetime; fails past max_eval_depth or
+  // when the thread's stack runs low, whichever comes first.
+  class DepthGuard {
+   public:
+    explicit DepthGuard(Evaluator& ev);
+    ~DepthGuard() { --ev_.eval_depth_; }
+    DepthGuard(const DepthGuard&) = delete;
+    DepthGuard& operator=(const DepthGuard&) = delete;
+
+   private:
+    Evaluator& ev_;
+  };
 
   Flow RenderBody(const Body& body, const ScopePtr& scope, std::string& out);
   Flow RenderStmt(const Stmt& s, const ScopePtr& scope, std::string& out);
@@ -53,9 +69,12 @@ class Evaluator {
   void Assign(const Target& target, const Value& value, const ScopePtr& scope);
 
   const Program& program_;
+  const nlohmann::ordered_json& context_;
+  const TemplateLimits limits_;
   DictData globals_;
   int line_ = 0;
-  int depth_ = 0;
+  int macro_depth_ = 0;
+  int eval_depth_ = 0;
 };
 
 }  // namespace m3::tmpl

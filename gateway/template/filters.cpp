@@ -15,6 +15,7 @@
 #include "gateway/template/methods.h"
 #include "gateway/template/operators.h"
 #include "gateway/template/py_text.h"
+#include "gateway/template/render_budget.h"
 #include "gateway/template/render_error.h"
 #include "gateway/unicode/char_class.h"
 #include "gateway/unicode/utf8.h"
@@ -62,8 +63,9 @@ Value FTojson(const Value& in, CallArgs& args, Evaluator&) {
     if (a[1].IsString()) {
       o.indent = a[1].AsString();
     } else {
-      o.indent =
-          std::string(static_cast<size_t>(std::max<int64_t>(0, IntArg(a[1], 0, "indent"))), ' ');
+      const int64_t width = std::max<int64_t>(0, IntArg(a[1], 0, "indent"));
+      CheckStringSize(static_cast<uint64_t>(width));
+      o.indent = std::string(static_cast<size_t>(width), ' ');
     }
   }
   if (!a[2].IsUndefined() && !a[2].IsNone()) {
@@ -121,6 +123,7 @@ Value FJoin(const Value& in, CallArgs& args, Evaluator& ev) {
     first = false;
     out +=
         SoftStr(a[1].IsUndefined() || a[1].IsNone() ? item : GetAttrPath(ev, item, a[1], Value()));
+    CheckStringSize(out.size());  // a long separator multiplies
   }
   return Value(std::move(out));
 }
@@ -309,6 +312,7 @@ Value FUnique(const Value& in, CallArgs& args, Evaluator& ev) {
     Value key = IgnoreCase(
         a[1].IsUndefined() || a[1].IsNone() ? item : GetAttrPath(ev, item, a[1], Value()), cs);
     bool dup = false;
+    ChargeSteps(static_cast<int64_t>(seen.size()));  // quadratic: the work budget bounds it
     for (const Value& s : seen) {
       if (Equals(s, key)) {
         dup = true;
@@ -324,10 +328,14 @@ Value FUnique(const Value& in, CallArgs& args, Evaluator& ev) {
 
 Value FIndent(const Value& in, CallArgs& args, Evaluator&) {
   auto a = BindArgs(args, "indent", {"width", "first", "blank"});
-  std::string indention =
-      a[0].IsString()
-          ? a[0].AsString()
-          : std::string(static_cast<size_t>(std::max<int64_t>(0, IntArg(a[0], 4, "width"))), ' ');
+  std::string indention;
+  if (a[0].IsString()) {
+    indention = a[0].AsString();
+  } else {
+    const int64_t width = std::max<int64_t>(0, IntArg(a[0], 4, "width"));
+    CheckStringSize(static_cast<uint64_t>(width));
+    indention = std::string(static_cast<size_t>(width), ' ');
+  }
   bool first = BoolArg(a[1], false);
   bool blank = BoolArg(a[2], false);
   std::string s = SoftStr(in) + "\n";
@@ -337,6 +345,7 @@ Value FIndent(const Value& in, CallArgs& args, Evaluator&) {
     for (size_t i = 0; i < lines.size(); ++i) {
       if (i) rv += "\n" + indention;
       rv += lines[i];
+      CheckStringSize(rv.size());
     }
   } else {
     rv = lines.empty() ? "" : lines[0];
@@ -344,6 +353,7 @@ Value FIndent(const Value& in, CallArgs& args, Evaluator&) {
       rv += "\n";
       if (!lines[i].empty()) rv += indention;
       rv += lines[i];
+      CheckStringSize(rv.size());
     }
   }
   if (first) rv = indention + rv;
@@ -426,6 +436,7 @@ Value FSort(const Value& in, CallArgs& args, Evaluator& ev) {
   bool reverse = BoolArg(a[0], false);
   bool cs = BoolArg(a[1], false);
   std::vector<Value> items = Iterate(in);
+  ChargeSteps(static_cast<int64_t>(items.size()) * (64 - __builtin_clzll(items.size() | 1)));
   std::vector<std::pair<Value, Value>> keyed;
   for (const Value& v : items) {
     keyed.emplace_back(
@@ -450,6 +461,7 @@ Value FDictsort(const Value& in, CallArgs& args, Evaluator&) {
   if (pos == 2) Fail("You can only sort by either \"key\" or \"value\"");
   std::vector<Value> pairs;
   for (const auto& [k, v] : in.AsDict().entries) pairs.push_back(Value::List({k, v}, true));
+  ChargeSteps(static_cast<int64_t>(pairs.size()) * (64 - __builtin_clzll(pairs.size() | 1)));
   std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& x, const Value& y) {
     Value kx = IgnoreCase(x.AsList().items[pos], cs), ky = IgnoreCase(y.AsList().items[pos], cs);
     return reverse ? Compare(ky, kx, "<") < 0 : Compare(kx, ky, "<") < 0;
@@ -471,6 +483,7 @@ Value FBatch(const Value& in, CallArgs& args, Evaluator&) {
   }
   if (!cur.empty()) {
     if (!a[1].IsUndefined() && !a[1].IsNone()) {
+      CheckListSize(static_cast<uint64_t>(n));
       while (static_cast<int64_t>(cur.size()) < n) cur.push_back(a[1]);
     }
     out.push_back(Value::List(std::move(cur)));
@@ -496,6 +509,7 @@ Value FCenter(const Value& in, CallArgs& args, Evaluator&) {
   std::string s = SoftStr(in);
   int64_t len = py::Length(s);
   if (width <= len) return Value(s);
+  CheckStringSize(static_cast<uint64_t>(width - len) + s.size());
   int64_t marg = width - len;
   int64_t left = marg / 2 + (marg & width & 1);
   return Value(std::string(static_cast<size_t>(left), ' ') + s +
@@ -510,7 +524,9 @@ Value FSafe(const Value& in, CallArgs& args, Evaluator&) {
 Value FEscape(const Value& in, CallArgs& args, Evaluator&) {
   BindArgs(args, "escape", {});
   std::string out;
+  const uint64_t max = static_cast<uint64_t>(ActiveLimits().max_string_bytes);
   for (char c : SoftStr(in)) {
+    if (out.size() > max) CheckStringSize(out.size());  // up to six bytes per input byte
     switch (c) {
       case '&':
         out += "&amp;";
@@ -602,6 +618,7 @@ Value FFormat(const Value& in, CallArgs& args, Evaluator&) {
       out += '%';
       continue;
     }
+    CheckStringSize(out.size());
     if (next >= args.positional.size()) Fail("not enough arguments for format string");
     const Value& v = args.positional[next++];
     if (c == 's') {

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "gateway/template/py_text.h"
+#include "gateway/template/render_budget.h"
 #include "gateway/template/render_error.h"
 #include "gateway/unicode/utf8.h"
 
@@ -95,7 +96,9 @@ class Dumper {
   }
 
   void Dump(const Value& v, int level, std::string& out) {
-    if (level > 500) Fail("maximum recursion depth exceeded while encoding a JSON object");
+    if (level > ActiveLimits().max_nesting) {
+      FailLimit("tojson value nested deeper than " + std::to_string(ActiveLimits().max_nesting));
+    }
     switch (v.kind()) {
       case Value::Kind::kNone:
         out += "null";
@@ -123,6 +126,7 @@ class Dumper {
           if (i) out += item_sep_;
           Newline(level + 1, out);
           Dump(items[i], level + 1, out);
+          CheckStringSize(out.size());  // shared items and indents can outgrow the value
         }
         Newline(level, out);
         out += ']';
@@ -146,6 +150,7 @@ class Dumper {
           AppendJsonString(out, entries[i].first, o_.ensure_ascii);
           out += key_sep_;
           Dump(*entries[i].second, level + 1, out);
+          CheckStringSize(out.size());
         }
         Newline(level, out);
         out += '}';
@@ -160,6 +165,7 @@ class Dumper {
   void Newline(int level, std::string& out) const {
     if (!o_.indent) return;
     out += '\n';
+    CheckStringSize(out.size() + static_cast<uint64_t>(level) * o_.indent->size());
     for (int i = 0; i < level; ++i) out += *o_.indent;
   }
 

@@ -6,6 +6,7 @@
 
 #include "gateway/template/call_args.h"
 #include "gateway/template/py_text.h"
+#include "gateway/template/render_budget.h"
 #include "gateway/template/render_error.h"
 #include "gateway/unicode/char_class.h"
 #include "gateway/unicode/utf8.h"
@@ -83,6 +84,11 @@ std::string Pad(const std::string& s, int64_t width, const std::string& fill, in
   int64_t len = py::Length(s);
   if (width <= len) return s;
   int64_t marg = width - len;
+  uint64_t pad_bytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(marg), fill.size(), &pad_bytes)) {
+    pad_bytes = UINT64_MAX;
+  }
+  CheckStringSize(pad_bytes > UINT64_MAX - s.size() ? UINT64_MAX : pad_bytes + s.size());
   int64_t left = where < 0 ? 0 : (where > 0 ? marg : marg / 2 + (marg & width & 1));
   std::string out;
   for (int64_t i = 0; i < left; ++i) out += fill;
@@ -123,6 +129,7 @@ std::string PyFormat(const std::string& fmt, const CallArgs& args) {
         if (!v) Fail("KeyError: '" + field + "'");
       }
       out += ToStr(*v);
+      CheckStringSize(out.size());  // "{0}{0}{0}..." repeats one argument
       i = e;
     } else if (c == '}') {
       Fail("Single '}' encountered in format string");
@@ -193,6 +200,7 @@ Value CallStrMethod(const std::string& s, const std::string& name, CallArgs& arg
       }
       if (i++) out += s;
       out += v.AsString();
+      CheckStringSize(out.size());
     }
     return Value(std::move(out));
   }
@@ -221,6 +229,7 @@ Value CallStrMethod(const std::string& s, const std::string& name, CallArgs& arg
     int64_t width = IntArg(a[0], 0, "width");
     int64_t len = py::Length(s);
     if (width <= len) return Value(s);
+    CheckStringSize(static_cast<uint64_t>(width - len) + s.size());
     std::string zeros(static_cast<size_t>(width - len), '0');
     if (!s.empty() && (s[0] == '-' || s[0] == '+'))
       return Value(s.substr(0, 1) + zeros + s.substr(1));

@@ -4,13 +4,12 @@
 
 #include <cmath>
 
+#include "gateway/template/render_budget.h"
 #include "gateway/template/render_error.h"
 
 namespace m3::tmpl {
 
 namespace {
-
-constexpr size_t kMaxRepeatBytes = size_t{256} << 20;
 
 [[noreturn]] void Unsupported(const std::string& op, const Value& a, const Value& b) {
   Fail("unsupported operand type(s) for " + op + ": '" + TypeName(a) + "' and '" + TypeName(b) +
@@ -22,19 +21,23 @@ int64_t Checked(bool overflow, int64_t v) {
   return v;
 }
 
+uint64_t SaturatingProduct(uint64_t a, uint64_t b) {
+  uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+// Sized before anything is allocated: "x" * 10**12 must fail here, not in operator new.
 Value Repeat(const Value& seq, int64_t n) {
   if (n < 0) n = 0;
   if (seq.IsString()) {
-    if (seq.AsString().size() * static_cast<size_t>(n) > kMaxRepeatBytes)
-      Fail("string repetition too large");
+    CheckStringSize(SaturatingProduct(seq.AsString().size(), static_cast<uint64_t>(n)));
     std::string out;
     out.reserve(seq.AsString().size() * static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) out += seq.AsString();
     return Value(std::move(out));
   }
   const auto& items = seq.AsList().items;
-  if (items.size() * static_cast<size_t>(n) > kMaxRepeatBytes / 64)
-    Fail("list repetition too large");
+  CheckListSize(SaturatingProduct(items.size(), static_cast<uint64_t>(n)));
   std::vector<Value> out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
   return Value::List(std::move(out), seq.AsList().is_tuple);
@@ -153,8 +156,10 @@ bool Contains(const Value& container, const Value& item) {
       if (!item.IsString()) {
         Fail("'in <string>' requires string as left operand, not " + TypeName(item));
       }
+      ChargeSteps(static_cast<int64_t>(container.AsString().size() / 64));
       return container.AsString().find(item.AsString()) != std::string::npos;
     case Value::Kind::kList:
+      ChargeSteps(static_cast<int64_t>(container.AsList().items.size()));
       for (const Value& v : container.AsList().items) {
         if (Equals(v, item)) return true;
       }

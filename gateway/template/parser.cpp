@@ -4,6 +4,8 @@
 #include <initializer_list>
 
 #include "gateway/template/lexer.h"
+#include "gateway/template/render_budget.h"
+#include "shared/error.h"
 
 namespace m3::tmpl {
 
@@ -11,8 +13,8 @@ namespace {
 
 class Parser {
  public:
-  Parser(std::vector<Token> tokens, const std::string& name)
-      : tokens_(std::move(tokens)), name_(name) {}
+  Parser(std::vector<Token> tokens, const std::string& name, const TemplateLimits& limits)
+      : tokens_(std::move(tokens)), name_(name), limits_(limits) {}
 
   std::unique_ptr<Program> Run() {
     auto program = std::make_unique<Program>();
@@ -82,6 +84,53 @@ class Parser {
     Next();
   }
 
+  // Counts one level of parser recursion (a nested block, parenthesis, list, unary operator...)
+  // for its lifetime.
+  class NestGuard {
+   public:
+    explicit NestGuard(Parser& p) : p_(p) {
+      if (++p_.nesting_ > p_.limits_.max_nesting) {
+        --p_.nesting_;
+        p_.TooDeep(p_.Cur());
+      }
+      if (StackNearlyExhausted()) {
+        --p_.nesting_;
+        throw Error(ErrorCode::kTooLarge, p_.name_ + ":" + std::to_string(p_.Cur().line) +
+                                              ": template nested too deep for the thread's stack");
+      }
+    }
+    ~NestGuard() { --p_.nesting_; }
+    NestGuard(const NestGuard&) = delete;
+    NestGuard& operator=(const NestGuard&) = delete;
+
+   private:
+    Parser& p_;
+  };
+
+  [[noreturn]] void TooDeep(const Token& t) const {
+    throw Error(ErrorCode::kTooLarge, name_ + ":" + std::to_string(t.line) +
+                                          ": template nesting deeper than " +
+                                          std::to_string(limits_.max_nesting));
+  }
+
+  // Records the height of a finished node from its children. Chains such as a + b + c or
+  // x|f|g|h are built in a loop without recursion, so the tree height is checked here: the
+  // evaluator and the destructors walk the tree recursively.
+  ExprPtr Seal(ExprPtr e) {
+    int d = 0;
+    auto take = [&](const ExprPtr& c) {
+      if (c) d = std::max(d, c->depth);
+    };
+    take(e->a);
+    take(e->b);
+    take(e->c);
+    for (const auto& c : e->args) take(c);
+    for (const auto& kv : e->kwargs) take(kv.second);
+    e->depth = d + 1;
+    if (e->depth > limits_.max_nesting) TooDeep(Cur());
+    return e;
+  }
+
   ExprPtr Make(Expr::Kind kind, int line) {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
@@ -143,6 +192,7 @@ class Parser {
   }
 
   StmtPtr ParseStatement() {
+    NestGuard guard(*this);
     const Token& tag = Cur();
     const std::string word = tag.text;
     const int line = tag.line;
@@ -342,10 +392,11 @@ class Parser {
     }
     auto e = Make(Expr::Kind::kTuple, line);
     e->args = std::move(args);
-    return e;
+    return Seal(std::move(e));
   }
 
   ExprPtr ParseExpression(bool with_condexpr) {
+    NestGuard guard(*this);
     if (!with_condexpr) return ParseOr();
     int line = Cur().line;
     ExprPtr expr = ParseOr();
@@ -354,7 +405,7 @@ class Parser {
       e->b = ParseOr();
       if (SkipName("else")) e->c = ParseExpression(true);
       e->a = std::move(expr);
-      expr = std::move(e);
+      expr = Seal(std::move(e));
     }
     return expr;
   }
@@ -365,7 +416,7 @@ class Parser {
       auto e = Make(Expr::Kind::kOr, Next().line);
       e->a = std::move(left);
       e->b = ParseAnd();
-      left = std::move(e);
+      left = Seal(std::move(e));
     }
     return left;
   }
@@ -376,16 +427,17 @@ class Parser {
       auto e = Make(Expr::Kind::kAnd, Next().line);
       e->a = std::move(left);
       e->b = ParseNot();
-      left = std::move(e);
+      left = Seal(std::move(e));
     }
     return left;
   }
 
   ExprPtr ParseNot() {
     if (IsName("not")) {
+      NestGuard guard(*this);
       auto e = Make(Expr::Kind::kNot, Next().line);
       e->a = ParseNot();
-      return e;
+      return Seal(std::move(e));
     }
     return ParseCompare();
   }
@@ -417,7 +469,7 @@ class Parser {
     e->a = std::move(expr);
     e->ops = std::move(ops);
     e->args = std::move(operands);
-    return e;
+    return Seal(std::move(e));
   }
 
   ExprPtr Binary(const std::string& op, ExprPtr left, ExprPtr right, int line) {
@@ -425,7 +477,7 @@ class Parser {
     e->name = op;
     e->a = std::move(left);
     e->b = std::move(right);
-    return e;
+    return Seal(std::move(e));
   }
 
   ExprPtr ParseMath1() {
@@ -469,9 +521,11 @@ class Parser {
   ExprPtr ParseUnary(bool with_filter) {
     ExprPtr node;
     if (IsOp("-") || IsOp("+")) {
+      NestGuard guard(*this);
       bool neg = Cur().text == "-";
       node = Make(neg ? Expr::Kind::kNeg : Expr::Kind::kPos, Next().line);
       node->a = ParseUnary(false);
+      node = Seal(std::move(node));
     } else {
       node = ParsePrimary();
     }
@@ -526,7 +580,7 @@ class Parser {
         e->args.push_back(ParseExpression(true));
       }
       ExpectOp("]");
-      return e;
+      return Seal(std::move(e));
     }
     if (t.type == TokenType::kOp && t.text == "{") {
       Next();
@@ -539,7 +593,7 @@ class Parser {
         e->args.push_back(ParseExpression(true));
       }
       ExpectOp("}");
-      return e;
+      return Seal(std::move(e));
     }
     FailAt(t, "unexpected " + Describe(t));
   }
@@ -553,13 +607,13 @@ class Parser {
           auto e = Make(Expr::Kind::kGetAttr, line);
           e->a = std::move(node);
           e->name = Next().text;
-          node = std::move(e);
+          node = Seal(std::move(e));
         } else if (attr.type == TokenType::kInt) {
           auto e = Make(Expr::Kind::kGetItem, line);
           e->a = std::move(node);
           e->b = Make(Expr::Kind::kLiteral, line);
           e->b->literal = Value(Next().int_value);
-          node = std::move(e);
+          node = Seal(std::move(e));
         } else {
           FailAt(attr, "expected name or number");
         }
@@ -603,7 +657,7 @@ class Parser {
       auto e = Make(Expr::Kind::kSlice, line);
       e->a = std::move(node);
       e->args = std::move(parts);
-      return e;
+      return Seal(std::move(e));
     }
     if (items.empty()) FailAt(Cur(), "expected subscript expression");
     auto e = Make(Expr::Kind::kGetItem, line);
@@ -613,8 +667,9 @@ class Parser {
     } else {
       e->b = Make(Expr::Kind::kTuple, line);
       e->b->args = std::move(items);
+      e->b = Seal(std::move(e->b));
     }
-    return e;
+    return Seal(std::move(e));
   }
 
   void ParseCallArgs(Expr& call) {
@@ -641,7 +696,7 @@ class Parser {
     auto e = Make(Expr::Kind::kCall, Cur().line);
     e->a = std::move(node);
     ParseCallArgs(*e);
-    return e;
+    return Seal(std::move(e));
   }
 
   std::string ParseDottedName() {
@@ -664,7 +719,7 @@ class Parser {
       e->name = ParseDottedName();
       e->a = std::move(node);
       if (IsOp("(")) ParseCallArgs(*e);
-      node = std::move(e);
+      node = Seal(std::move(e));
     }
     return node;
   }
@@ -698,23 +753,34 @@ class Parser {
                !(t.type == TokenType::kName &&
                  (t.text == "else" || t.text == "or" || t.text == "and"))) {
       if (IsName("is")) FailAt(t, "You cannot chain multiple tests with is");
+      NestGuard guard(*this);
       e->args.push_back(ParsePostfix(ParsePrimary()));
     }
+    e = Seal(std::move(e));
     if (!negated) return e;
     auto n = Make(Expr::Kind::kNot, line);
     n->a = std::move(e);
-    return n;
+    return Seal(std::move(n));
   }
 
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   const std::string& name_;
+  const TemplateLimits& limits_;
+  int nesting_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Program> ParseProgram(std::string_view source, const std::string& name) {
-  return Parser(Tokenize(source, name), name).Run();
+std::unique_ptr<Program> ParseProgram(std::string_view source, const std::string& name,
+                                      const TemplateLimits& limits) {
+  if (static_cast<int64_t>(source.size()) > limits.max_source_bytes) {
+    throw Error(ErrorCode::kTooLarge, name + ": template source of " +
+                                          std::to_string(source.size()) +
+                                          " bytes exceeds the limit of " +
+                                          std::to_string(limits.max_source_bytes) + " bytes");
+  }
+  return Parser(Tokenize(source, name), name, limits).Run();
 }
 
 }  // namespace m3::tmpl

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "gateway/template/render_budget.h"
 #include "gateway/unicode/case_mapping.h"
 #include "gateway/unicode/char_class.h"
 
@@ -109,9 +110,11 @@ std::vector<std::string> Split(std::string_view s, const std::optional<std::stri
       size_t hit = s.find(*sep, pos);
       if (hit == std::string_view::npos) break;
       out.emplace_back(s.substr(pos, hit - pos));
+      CheckListSize(out.size());
       pos = hit + sep->size();
     }
     out.emplace_back(s.substr(pos));
+    CheckListSize(out.size());
     return out;
   }
   std::u32string u = DecodeLossy(s);
@@ -123,11 +126,13 @@ std::vector<std::string> Split(std::string_view s, const std::optional<std::stri
       size_t e = u.size();
       while (e > i && IsPySpace(u[e - 1])) --e;
       out.push_back(Encode(std::u32string_view(u).substr(i, e - i)));
+      CheckListSize(out.size());
       break;
     }
     size_t j = i;
     while (j < u.size() && !IsPySpace(u[j])) ++j;
     out.push_back(Encode(std::u32string_view(u).substr(i, j - i)));
+    CheckListSize(out.size());
     i = j;
   }
   return out;
@@ -143,9 +148,11 @@ std::vector<std::string> RSplit(std::string_view s, const std::optional<std::str
       size_t hit = s.rfind(*sep, end - sep->size());
       if (hit == std::string_view::npos) break;
       out.emplace_back(s.substr(hit + sep->size(), end - hit - sep->size()));
+      CheckListSize(out.size());
       end = hit;
     }
     out.emplace_back(s.substr(0, end));
+    CheckListSize(out.size());
   } else {
     std::u32string u = DecodeLossy(s);
     size_t e = u.size();
@@ -156,11 +163,13 @@ std::vector<std::string> RSplit(std::string_view s, const std::optional<std::str
         size_t b = 0;
         while (b < e && IsPySpace(u[b])) ++b;
         out.push_back(Encode(std::u32string_view(u).substr(b, e - b)));
+        CheckListSize(out.size());
         break;
       }
       size_t b = e;
       while (b > 0 && !IsPySpace(u[b - 1])) --b;
       out.push_back(Encode(std::u32string_view(u).substr(b, e - b)));
+      CheckListSize(out.size());
       e = b;
     }
   }
@@ -182,6 +191,7 @@ std::vector<std::string> SplitLines(std::string_view s, bool keepends) {
     size_t eol = i + 1;
     if (c == '\r' && eol < u.size() && u[eol] == '\n') ++eol;
     out.push_back(Encode(std::u32string_view(u).substr(start, (keepends ? eol : i) - start)));
+    CheckListSize(out.size());
     start = i = eol;
   }
   if (start < u.size()) out.push_back(Encode(std::u32string_view(u).substr(start)));
@@ -198,6 +208,7 @@ std::string Replace(std::string_view s, std::string_view old, std::string_view w
     for (char32_t c : u) {
       if (count < 0 || done < count) {
         out += with;
+        CheckStringSize(out.size());
         ++done;
       }
       unicode::AppendUtf8(out, c);
@@ -212,6 +223,7 @@ std::string Replace(std::string_view s, std::string_view old, std::string_view w
     if (hit == std::string_view::npos) break;
     out.append(s.substr(pos, hit - pos));
     out.append(with);
+    CheckStringSize(out.size());
     pos = hit + old.size();
     ++done;
   }

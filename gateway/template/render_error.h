@@ -14,6 +14,13 @@ class RenderError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A TemplateLimits bound was exceeded (depth, size, work): reported as kTooLarge, since it is
+// the request's size or the template's cost, not a mistake in either, that is refused.
+class LimitError : public RenderError {
+ public:
+  using RenderError::RenderError;
+};
+
 // raise_exception(msg) called by the template itself: the request is refused by the template.
 class RaisedError : public std::runtime_error {
  public:
@@ -22,6 +29,10 @@ class RaisedError : public std::runtime_error {
 
 [[noreturn]] inline void Fail(const std::string& message) {
   throw RenderError(message);
+}
+
+[[noreturn]] inline void FailLimit(const std::string& message) {
+  throw LimitError(message);
 }
 
 }  // namespace m3::tmpl

@@ -2,12 +2,15 @@
 #include "gateway/template/value.h"
 
 #include "gateway/template/py_text.h"
+#include "gateway/template/render_budget.h"
 #include "gateway/template/render_error.h"
 #include "gateway/unicode/utf8.h"
 
 namespace m3::tmpl {
 
+// Lookups are linear, so a template probing a request's huge object pays for the scan.
 const Value* DictData::Find(const Value& key) const {
+  ChargeSteps(static_cast<int64_t>(entries.size() / 16));
   for (const auto& [k, v] : entries) {
     if (Equals(k, key)) return &v;
   }
@@ -15,6 +18,7 @@ const Value* DictData::Find(const Value& key) const {
 }
 
 Value* DictData::Find(const Value& key) {
+  ChargeSteps(static_cast<int64_t>(entries.size() / 16));
   for (auto& [k, v] : entries) {
     if (Equals(k, key)) return &v;
   }
@@ -22,16 +26,59 @@ Value* DictData::Find(const Value& key) {
 }
 
 void DictData::Set(const Value& key, Value value) {
+  if (is_namespace && value.HoldsNamespace()) {
+    Fail("a namespace cannot hold another namespace, directly or inside a list or dict");
+  }
+  const int d = 1 + std::max(key.Depth(), value.Depth());
+  CheckValueNesting(d);
+  depth = std::max(depth, d);
+  holds_namespace = holds_namespace || key.HoldsNamespace() || value.HoldsNamespace();
   if (Value* slot = Find(key)) {
     *slot = std::move(value);
   } else {
+    CheckListSize(entries.size() + 1);
     entries.emplace_back(key, std::move(value));
   }
 }
 
+void DictData::Recount() {
+  int d = 1;
+  bool ns = false;
+  for (const auto& [k, v] : entries) {
+    d = std::max({d, 1 + k.Depth(), 1 + v.Depth()});
+    ns = ns || k.HoldsNamespace() || v.HoldsNamespace();
+  }
+  CheckValueNesting(d);
+  depth = d;
+  holds_namespace = ns;
+}
+
+Value::Value(std::string s) : kind_(Kind::kString) {
+  ChargeString(s.size());
+  s_ = std::make_shared<const std::string>(std::move(s));
+}
+
+const std::string& Value::Empty() {
+  static const std::string empty;
+  return empty;
+}
+
+int Value::Depth() const {
+  if (list_) return list_->depth;
+  if (dict_) return dict_->depth;
+  return 0;
+}
+
+bool Value::HoldsNamespace() const {
+  if (kind_ == Kind::kNamespace) return true;
+  if (list_) return list_->holds_namespace;
+  if (dict_) return dict_->holds_namespace;
+  return false;
+}
+
 Value Value::Undefined(std::string message) {
   Value v;
-  v.s_ = std::move(message);
+  v.s_ = std::make_shared<const std::string>(std::move(message));
   return v;
 }
 
@@ -42,11 +89,22 @@ Value Value::None() {
 }
 
 Value Value::List(std::vector<Value> items, bool is_tuple) {
+  CheckListSize(items.size());
+  ChargeSteps(static_cast<int64_t>(items.size()));
+  int depth = 1;
+  bool ns = false;
+  for (const Value& item : items) {
+    depth = std::max(depth, 1 + item.Depth());
+    ns = ns || item.HoldsNamespace();
+  }
+  CheckValueNesting(depth);
   Value v;
   v.kind_ = Kind::kList;
   v.list_ = std::make_shared<ListData>();
   v.list_->items = std::move(items);
   v.list_->is_tuple = is_tuple;
+  v.list_->depth = depth;
+  v.list_->holds_namespace = ns;
   return v;
 }
 
@@ -55,6 +113,10 @@ Value Value::Dict() {
 }
 
 Value Value::Dict(std::shared_ptr<DictData> data) {
+  CheckListSize(data->entries.size());
+  ChargeSteps(static_cast<int64_t>(data->entries.size()));
+  data->is_namespace = false;
+  data->Recount();
   Value v;
   v.kind_ = Kind::kDict;
   v.dict_ = std::move(data);
@@ -65,6 +127,7 @@ Value Value::Namespace() {
   Value v;
   v.kind_ = Kind::kNamespace;
   v.dict_ = std::make_shared<DictData>();
+  v.dict_->is_namespace = true;
   return v;
 }
 
@@ -75,10 +138,28 @@ Value Value::Function(std::string name, NativeFn fn) {
   return v;
 }
 
+namespace {
+
+// Request values become template values before the template runs; the depth is checked
+// before each descent, so a request nested 100k deep fails here instead of on the stack.
+Value FromJsonAt(const nlohmann::ordered_json& j, int depth);
+
+}  // namespace
+
 Value Value::FromJson(const nlohmann::ordered_json& j) {
+  return FromJsonAt(j, 0);
+}
+
+namespace {
+
+Value FromJsonAt(const nlohmann::ordered_json& j, int depth) {
+  if ((j.is_array() || j.is_object()) && depth >= ActiveLimits().max_nesting) {
+    FailLimit("template context value nested deeper than " +
+              std::to_string(ActiveLimits().max_nesting));
+  }
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
-      return None();
+      return Value::None();
     case nlohmann::ordered_json::value_t::boolean:
       return Value(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer:
@@ -93,21 +174,26 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::string:
       return Value(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
+      CheckListSize(j.size());
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(FromJson(e));
-      return List(std::move(items));
+      for (const auto& e : j) items.push_back(FromJsonAt(e, depth + 1));
+      return Value::List(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
+      CheckListSize(j.size());
       auto d = std::make_shared<DictData>();
       d->entries.reserve(j.size());
-      for (const auto& [k, e] : j.items()) d->entries.emplace_back(Value(k), FromJson(e));
-      return Dict(std::move(d));
+      for (const auto& [k, e] : j.items())
+        d->entries.emplace_back(Value(k), FromJsonAt(e, depth + 1));
+      return Value::Dict(std::move(d));
     }
     default:
-      return None();
+      return Value::None();
   }
 }
+
+}  // namespace
 
 double Value::AsDouble() const {
   if (kind_ == Kind::kFloat) return f_;
@@ -122,7 +208,7 @@ const void* Value::Identity() const {
 }
 
 const Value& Value::Defined() const {
-  if (IsUndefined()) Fail(s_.empty() ? "value is undefined" : s_);
+  if (IsUndefined()) Fail(AsString().empty() ? "value is undefined" : AsString());
   return *this;
 }
 
@@ -159,11 +245,13 @@ bool Equals(const Value& a, const Value& b) {
     case Value::Kind::kNone:
       return true;
     case Value::Kind::kString:
+      ChargeSteps(static_cast<int64_t>(std::min(a.AsString().size(), b.AsString().size()) / 64));
       return a.AsString() == b.AsString();
     case Value::Kind::kList: {
       const auto& x = a.AsList();
       const auto& y = b.AsList();
       if (x.is_tuple != y.is_tuple || x.items.size() != y.items.size()) return false;
+      ChargeSteps(static_cast<int64_t>(x.items.size()));
       for (size_t i = 0; i < x.items.size(); ++i) {
         if (!Equals(x.items[i], y.items[i])) return false;
       }
@@ -173,6 +261,7 @@ bool Equals(const Value& a, const Value& b) {
       const auto& x = a.AsDict();
       const auto& y = b.AsDict();
       if (x.entries.size() != y.entries.size()) return false;
+      ChargeSteps(static_cast<int64_t>(x.entries.size()));
       for (const auto& [k, v] : x.entries) {
         const Value* other = y.Find(k);
         if (!other || !Equals(v, *other)) return false;
@@ -249,6 +338,7 @@ void AppendItems(std::string& out, const Value& v) {
     for (size_t i = 0; i < l.items.size(); ++i) {
       if (i) out += ", ";
       AppendRepr(out, l.items[i]);
+      CheckStringSize(out.size());  // items may be shared: the text can outgrow the value
     }
     if (l.is_tuple && l.items.size() == 1) out += ',';
     out += l.is_tuple ? ')' : ']';
@@ -262,6 +352,7 @@ void AppendItems(std::string& out, const Value& v) {
     AppendRepr(out, k);
     out += ": ";
     AppendRepr(out, e);
+    CheckStringSize(out.size());
   }
   out += '}';
 }
@@ -342,8 +433,10 @@ std::vector<Value> Iterate(const Value& v) {
     case Value::Kind::kUndefined:
       return {};
     case Value::Kind::kList:
+      ChargeSteps(static_cast<int64_t>(v.AsList().items.size()));
       return v.AsList().items;
     case Value::Kind::kDict: {
+      ChargeSteps(static_cast<int64_t>(v.AsDict().entries.size()));
       std::vector<Value> keys;
       keys.reserve(v.AsDict().entries.size());
       for (const auto& [k, e] : v.AsDict().entries) keys.push_back(k);
@@ -353,10 +446,12 @@ std::vector<Value> Iterate(const Value& v) {
       std::vector<Value> chars;
       const std::string& s = v.AsString();
       for (size_t i = 0; i < s.size();) {
+        if (chars.size() % 4096 == 0) CheckListSize(chars.size() + 1);  // one item per character
         const size_t end = unicode::NextCodePointEnd(s, i);
         chars.emplace_back(s.substr(i, end - i));
         i = end;
       }
+      ChargeSteps(static_cast<int64_t>(chars.size()));
       return chars;
     }
     default:
