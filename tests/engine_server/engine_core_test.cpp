@@ -257,3 +257,62 @@ TEST_CASE("bad requests are refused with a message naming the problem") {
 
 }  // namespace
 }  // namespace m3::test
+
+namespace m3::test {
+namespace {
+
+class SizedOutput : public engine::EncoderOutput {
+ public:
+  explicit SizedOutput(int64_t bytes) : bytes_(bytes) {}
+  int64_t tokens() const override { return 1; }
+  int64_t bytes() const override { return bytes_; }
+
+ private:
+  int64_t bytes_;
+};
+
+TEST_CASE("encoder cache: bounded in bytes, least recently used out first") {
+  engine::EncoderCache cache(100);
+  cache.Insert(1, std::make_shared<SizedOutput>(40));
+  cache.Insert(2, std::make_shared<SizedOutput>(40));
+  CHECK(cache.Find(1) != nullptr);                     // 1 is now the most recent
+  cache.Insert(3, std::make_shared<SizedOutput>(40));  // evicts 2
+  CHECK(cache.Find(2) == nullptr);
+  CHECK(cache.Find(1) != nullptr);
+  CHECK(cache.Find(3) != nullptr);
+  CHECK(cache.bytes() == 80);
+  cache.Insert(4, std::make_shared<SizedOutput>(101));  // larger than the whole budget
+  CHECK(cache.Find(4) == nullptr);
+  CHECK(cache.entries() == 2);
+}
+
+TEST_CASE("an image is encoded once across requests; video segments once each") {
+  EngineConfig cfg;
+  cfg.page_size = 4;
+  cfg.kv_pages = 64;
+  cfg.prefix_caching = false;  // only the encoder cache can save the second encode
+  ToyRunner* runner = nullptr;
+  auto e = MakeEngine(cfg, &runner);
+  Collector col;
+  std::mt19937_64 rng(3);
+  EngineRequest r = RandomToyRequest(rng, "a", {}, {});
+  engine::MediaItem video;
+  video.video = true;
+  video.grid_thw = {3, 2, 2};
+  video.placeholder_tokens = 3;
+  video.patch_dim = ToyRunner::kPatchDim;
+  for (int i = 0; i < 48; ++i) video.patches.push_back(0.01f * static_cast<float>(i));
+  r.media = {video};
+  r.prompt = {1, ToyRunner::kVideoToken, 2, ToyRunner::kVideoToken, 3, ToyRunner::kVideoToken, 4};
+  e->Submit(r, col.Sink("a"));
+  const Collected first = col.Wait("a");
+  CHECK(runner->encodes == 3);  // three segments (one temporal group each)
+  r.id.assign(1, 'b');
+  e->Submit(r, col.Sink("b"));
+  CHECK(col.Wait("b").tokens == first.tokens);
+  CHECK(runner->encodes == 3);
+  CHECK(e->Stats().encoder_cache_hits >= 3);
+}
+
+}  // namespace
+}  // namespace m3::test

@@ -275,3 +275,30 @@ TEST_CASE("SIGTERM: no new requests, running streams finish, the process exits 0
 
 }  // namespace
 }  // namespace m3::test
+
+namespace m3::test {
+namespace {
+
+TEST_CASE("m3-engine serve: bad flags end with a message and a non-zero exit") {
+  const std::string model = DataPath("m3-tiny/model");
+  const std::vector<std::vector<std::string>> bad = {
+      {"serve", "--model", model},
+      {"serve", "--model", model, "--port", "70000"},
+      {"serve", "--model", model, "--port", "0", "--kv-pages", "4", "--kv-memory", "1"},
+      {"serve", "--model", model, "--port", "0", "--page-size", "3"},
+      {"serve", "--model", model, "--port", "0", "--max-num-seqs", "0"},
+      {"serve", "--model", model, "--port", "0", "--bogus", "1"},
+      {"serve", "--model", "/nonexistent", "--port", "0"},
+  };
+  for (const auto& args : bad) {
+    std::vector<std::string> argv = {BinPath("m3-engine")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ProcessResult r = RunProcess(argv);
+    CAPTURE(args.back());
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find("m3-engine: error") != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace m3::test
