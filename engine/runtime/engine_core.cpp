@@ -212,7 +212,15 @@ void EngineCore::Loop() {
         active_ids_.erase(id);
       }
     }
-    if (scheduler_->has_work()) Step();
+    try {
+      if (scheduler_->has_work()) Step();
+    } catch (const std::exception& e) {
+      // A bug outside Execute (scheduling, sampling): fail what is in flight rather than take
+      // the process down, so the server keeps answering.
+      Log(LogLevel::kError, "engine: step failed outside the model: ", e.what());
+      for (const std::string& id : scheduler_->Ids())
+        Finish(scheduler_->Find(id), FinishReason::kError, e.what());
+    }
     PublishStats();
   }
   // Shutdown: whatever is left ends as aborted so no stream waits forever.

@@ -176,11 +176,27 @@ std::vector<v1::GenerateRequest> Mix(int n, uint64_t seed) {
 
 TEST_CASE("64 concurrent streams equal each request alone, also under preemption") {
   const std::vector<v1::GenerateRequest> mix = Mix(64, 7);
+  // Alone: each distinct prompt once, with the longest max_tokens (16); greedy decoding makes
+  // a shorter request's answer the prefix of it.
   std::vector<StreamResult> alone(mix.size());
   {
     ServerProcess server("m3-tiny/model", {"--kv-pages", "128", "--no-prefix-caching"});
     auto stub = server.Stub();
-    for (size_t i = 0; i < mix.size(); ++i) alone[i] = RunStream(*stub, mix[i]);
+    std::map<std::string, StreamResult> by_prompt;
+    for (size_t i = 0; i < mix.size(); ++i) {
+      v1::GenerateRequest key = mix[i];
+      key.clear_request_id();
+      key.mutable_sampling()->set_max_tokens(16);
+      std::string k;
+      key.SerializeToString(&k);
+      auto it = by_prompt.find(k);
+      if (it == by_prompt.end()) it = by_prompt.emplace(k, RunStream(*stub, key)).first;
+      alone[i] = it->second;
+      const size_t n = static_cast<size_t>(mix[i].sampling().max_tokens());
+      REQUIRE(alone[i].tokens.size() == 16);
+      alone[i].tokens.resize(n);
+      alone[i].logprobs.resize(n);
+    }
   }
   struct Config {
     std::vector<std::string> args;
