@@ -150,21 +150,22 @@ TEST_CASE("streaming, abort mid-stream, a client that disconnects, the seed come
         GoldenTokens(Cases("m3-tiny"), "text"));
 }
 
-// A mix of requests from the golden prompts: text prefixes of many lengths (shared prefixes),
-// images, two-image prompts, videos; greedy with logprobs.
-std::vector<v1::GenerateRequest> Mix(int n, uint64_t seed) {
+// A mix of requests from the golden prompts of `set`: text prefixes of many lengths (shared
+// prefixes), images, two-image prompts, videos; greedy with logprobs.
+std::vector<v1::GenerateRequest> Mix(const std::string& set, int n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<v1::GenerateRequest> out;
-  const v1::GenerateRequest text = GoldenRequest(Cases("m3-tiny"), "text");
+  const v1::GenerateRequest text = GoldenRequest(Cases(set), "text");
   for (int i = 0; i < n; ++i) {
     v1::GenerateRequest r;
     const int kind = static_cast<int>(rng() % 6);
     if (kind < 3) {
       r = text;
-      const int len = 8 + static_cast<int>(rng() % 190);
+      const int len =
+          8 + static_cast<int>(rng() % static_cast<uint64_t>(text.token_ids_size() - 8));
       r.mutable_token_ids()->Truncate(len);
     } else {
-      r = GoldenRequest(Cases("m3-tiny"), kCases[kind - 2]);
+      r = GoldenRequest(Cases(set), kCases[kind - 2]);
     }
     r.set_request_id("mix" + std::to_string(i));
     r.mutable_sampling()->set_max_tokens(1 + static_cast<int>(rng() % 16));
@@ -174,13 +175,19 @@ std::vector<v1::GenerateRequest> Mix(int n, uint64_t seed) {
   return out;
 }
 
-TEST_CASE("64 concurrent streams equal each request alone, also under preemption") {
-  const std::vector<v1::GenerateRequest> mix = Mix(64, 7);
-  // Alone: each distinct prompt once, with the longest max_tokens (16); greedy decoding makes
-  // a shorter request's answer the prefix of it.
+struct MixConfig {
+  std::vector<std::string> args;
+  bool expect_preemption;
+};
+
+// Runs `mix` alone (each distinct prompt once, with the longest max_tokens: greedy decoding
+// makes a shorter request's answer a prefix of it), then all at once with staggered arrivals on
+// a server per config, and checks every request's tokens and logprobs against alone.
+void CheckMix(const std::string& set, const std::vector<v1::GenerateRequest>& mix,
+              const std::vector<MixConfig>& configs) {
   std::vector<StreamResult> alone(mix.size());
   {
-    ServerProcess server("m3-tiny/model", {"--kv-pages", "128", "--no-prefix-caching"});
+    ServerProcess server(set + "/model", {"--kv-pages", "128", "--no-prefix-caching"});
     auto stub = server.Stub();
     std::map<std::string, StreamResult> by_prompt;
     for (size_t i = 0; i < mix.size(); ++i) {
@@ -198,19 +205,8 @@ TEST_CASE("64 concurrent streams equal each request alone, also under preemption
       alone[i].logprobs.resize(n);
     }
   }
-  struct Config {
-    std::vector<std::string> args;
-    bool expect_preemption;
-  };
-  const Config configs[] = {
-      {{"--kv-pages", "512", "--max-num-seqs", "64"}, false},
-      // Pages of 4 tokens, 60 pages for 64 streams, small chunks and steps: preemption.
-      {{"--kv-pages", "60", "--page-size", "4", "--max-batched-tokens", "96", "--max-prefill-chunk",
-        "40", "--max-num-seqs", "64"},
-       true},
-  };
-  for (const Config& cfg : configs) {
-    ServerProcess server("m3-tiny/model", cfg.args);
+  for (const MixConfig& cfg : configs) {
+    ServerProcess server(set + "/model", cfg.args);
     auto stub = server.Stub();
     std::vector<StreamResult> got(mix.size());
     std::vector<std::thread> threads;
@@ -224,6 +220,7 @@ TEST_CASE("64 concurrent streams equal each request alone, also under preemption
     for (auto& t : threads) t.join();
     double worst = 0;
     for (size_t i = 0; i < mix.size(); ++i) {
+      CAPTURE(set);
       CAPTURE(i);
       REQUIRE_MESSAGE(got[i].status.ok(), got[i].status.error_message());
       REQUIRE(alone[i].status.ok());
@@ -234,13 +231,30 @@ TEST_CASE("64 concurrent streams equal each request alone, also under preemption
         worst = std::max(worst, std::abs(a - b) / std::max(1.0, std::abs(b)));
       }
     }
-    MESSAGE("largest relative logprob difference, batched vs alone: " << worst);
+    MESSAGE(set << ": largest relative logprob difference, batched vs alone: " << worst);
     CHECK(worst < 1e-4);
     CHECK(WaitPagesFree(*stub, 5000));
     const v1::HealthResponse h = Health(*stub);
     if (cfg.expect_preemption) CHECK(h.preemptions() > 0);
     CHECK(h.prefix_cache_hit_tokens() > 0);
   }
+}
+
+TEST_CASE("64 concurrent streams equal each request alone, also under preemption (m3-tiny)") {
+  CheckMix("m3-tiny", Mix("m3-tiny", 64, 7),
+           {{{"--kv-pages", "512", "--max-num-seqs", "64"}, false},
+            // Pages of 4 tokens, 60 pages for 64 streams, small chunks and steps: preemption.
+            {{"--kv-pages", "60", "--page-size", "4", "--max-batched-tokens", "96",
+              "--max-prefill-chunk", "40", "--max-num-seqs", "64"},
+             true}});
+}
+
+TEST_CASE("a request mix equals each request alone under preemption (m3-alt)") {
+  // m3-alt's MSA block is 4 tokens: pages of 2, 100 of them for 24 streams.
+  CheckMix("m3-alt", Mix("m3-alt", 24, 11),
+           {{{"--kv-pages", "100", "--page-size", "2", "--max-batched-tokens", "64",
+              "--max-prefill-chunk", "24", "--max-num-seqs", "24"},
+             true}});
 }
 
 TEST_CASE("a full waiting queue answers RESOURCE_EXHAUSTED; the server keeps serving") {
