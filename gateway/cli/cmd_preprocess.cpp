@@ -48,7 +48,8 @@ int RunPreprocess(int argc, char** argv) {
   image_opt->excludes(video_opt);
   app.add_option("--output", output, "output .safetensors file")->required();
   app.add_option("--model", model_dir,
-                 "model directory with preprocessor_config.json (default: processor defaults)");
+                 "model directory (processor_config.json, or preprocessor_config.json and "
+                 "video_preprocessor_config.json; default: the processor's defaults)");
   auto* min_opt = app.add_option("--min-pixels", min_pixels, "minimum pixels after resizing");
   auto* max_opt = app.add_option("--max-pixels", max_pixels, "maximum pixels after resizing");
   auto* fps_opt = app.add_option("--fps", fps, "video: frames sampled per second");

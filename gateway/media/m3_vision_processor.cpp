@@ -6,12 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "gateway/media/cpu_features.h"
 #include "gateway/media/smart_resize.h"
@@ -20,11 +16,8 @@
 namespace m3::media {
 
 M3VisionProcessor::M3VisionProcessor(M3VisionConfig config) : config_(config) {
-  Require(config_.patch_size > 0 && config_.temporal_patch_size > 0 && config_.merge_size > 0,
-          ErrorCode::kInvalidArgument, "vision processor: patch sizes must be positive");
+  CheckM3VisionConfig(config_, "vision processor");
   for (int c = 0; c < 3; ++c) {
-    Require(config_.image_std[c] > 0, ErrorCode::kInvalidArgument,
-            "vision processor: image_std must be positive");
     // The reference folds 1/255 into mean and std in float32, then computes (x - m) / s.
     const float m = static_cast<float>(config_.image_mean[c]) * 255.0f;
     const float s = static_cast<float>(config_.image_std[c]) * 255.0f;
@@ -36,10 +29,10 @@ M3VisionProcessor::M3VisionProcessor(M3VisionConfig config) : config_(config) {
 
 namespace {
 
-// The largest frame a request may ask for through min_pixels / max_pixels: 16384 merged 28x28
-// tokens (Qwen2-VL's own ceiling), a 154 MB float tensor. Without it a request's
-// min_pixels = 2^40 would make the resampler allocate terabytes.
-constexpr int64_t kMaxRequestPixels = 16384 * 28 * 28;
+// The largest frame a request may ask for through min_pixels / max_pixels, the same ceiling
+// as a configured max_pixels. Without it a request's min_pixels = 2^40 would make the
+// resampler allocate terabytes.
+constexpr int64_t kMaxRequestPixels = M3VisionConfigBounds::kMaxPixels;
 
 void CheckRequestPixels(const MediaOptions& options) {
   for (const auto& [value, name] :
@@ -68,7 +61,10 @@ FrameSampling M3VisionProcessor::VideoSampling(const MediaOptions& options) cons
   s.fps = options.fps.value_or(config_.video_fps);
   s.min_frames = options.min_frames.value_or(config_.video_min_frames);
   s.max_frames = options.max_frames.value_or(config_.video_max_frames);
-  s.all_frames = options.all_frames;
+  // do_sample_frames false: every frame, as the reference, unless the request itself asks for
+  // sampling parameters.
+  const bool asks_sampling = options.fps || options.min_frames || options.max_frames;
+  s.all_frames = options.all_frames || (!config_.video_sample_frames && !asks_sampling);
   Require(s.fps > 0 && std::isfinite(s.fps), ErrorCode::kInvalidArgument,
           "video fps must be positive");
   Require(s.min_frames >= 1 && s.max_frames >= s.min_frames, ErrorCode::kInvalidArgument,
@@ -301,70 +297,6 @@ std::string M3VisionProcessor::VideoPrompt(const std::array<int64_t, 3>& g,
     s += kVisionEnd;
   }
   return s;
-}
-
-namespace {
-
-std::optional<nlohmann::json> ReadJson(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return std::nullopt;
-  std::ifstream in(path);
-  Require(in.good(), ErrorCode::kNotFound, "cannot read " + path.string());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::kInvalidArgument, path.string() + ": invalid JSON: " + e.what());
-  }
-}
-
-template <typename T>
-void Take(const nlohmann::json& j, const char* key, T& value) {
-  if (j.contains(key) && !j[key].is_null()) value = j[key].get<T>();
-}
-
-void TakeCommon(const nlohmann::json& j, M3VisionConfig& c) {
-  Take(j, "patch_size", c.patch_size);
-  Take(j, "temporal_patch_size", c.temporal_patch_size);
-  Take(j, "merge_size", c.merge_size);
-  if (j.contains("image_mean") && j["image_mean"].is_array() && j["image_mean"].size() == 3) {
-    c.image_mean = j["image_mean"].get<std::array<double, 3>>();
-  }
-  if (j.contains("image_std") && j["image_std"].is_array() && j["image_std"].size() == 3) {
-    c.image_std = j["image_std"].get<std::array<double, 3>>();
-  }
-}
-
-}  // namespace
-
-M3VisionConfig LoadM3VisionConfig(const std::string& model_dir) {
-  M3VisionConfig c;
-  const std::filesystem::path dir(model_dir);
-  try {
-    if (auto j = ReadJson(dir / "preprocessor_config.json")) {
-      TakeCommon(*j, c);
-      // Like the reference: "size" {shortest_edge, longest_edge} unless it is the stale
-      // [672, 672] of early checkpoints; explicit min/max_pixels win.
-      if (j->contains("size") && (*j)["size"].is_object()) {
-        Take((*j)["size"], "shortest_edge", c.image_min_pixels);
-        Take((*j)["size"], "longest_edge", c.image_max_pixels);
-      }
-      Take(*j, "min_pixels", c.image_min_pixels);
-      Take(*j, "max_pixels", c.image_max_pixels);
-    }
-    if (auto j = ReadJson(dir / "video_preprocessor_config.json")) {
-      TakeCommon(*j, c);
-      Take(*j, "min_pixels", c.video_min_pixels);
-      Take(*j, "max_pixels", c.video_max_pixels);
-      Take(*j, "total_pixels", c.video_total_pixels);
-      Take(*j, "fps", c.video_fps);
-      Take(*j, "min_frames", c.video_min_frames);
-      Take(*j, "max_frames", c.video_max_frames);
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::kInvalidArgument,
-                model_dir + ": bad preprocessor config value: " + e.what());
-  }
-  return c;
 }
 
 }  // namespace m3::media

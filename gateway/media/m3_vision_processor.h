@@ -9,27 +9,10 @@
 #include <cstdint>
 #include <string>
 
+#include "gateway/media/m3_vision_config.h"
 #include "gateway/media/vision_processor.h"
 
 namespace m3::media {
-
-struct M3VisionConfig {
-  int64_t patch_size = 14;
-  int64_t temporal_patch_size = 2;
-  int64_t merge_size = 2;
-  std::array<double, 3> image_mean{0.48145466, 0.4578275, 0.40821073};
-  std::array<double, 3> image_std{0.26862954, 0.26130258, 0.27577711};
-  // Images.
-  int64_t image_min_pixels = 4 * 28 * 28;
-  int64_t image_max_pixels = 451584;
-  // Videos.
-  int64_t video_min_pixels = 4 * 28 * 28;
-  int64_t video_max_pixels = 768 * 28 * 28;
-  int64_t video_total_pixels = static_cast<int64_t>(64000 * 28 * 28 * 0.9);
-  double video_fps = 1.0;
-  int64_t video_min_frames = 4;
-  int64_t video_max_frames = 768;
-};
 
 class M3VisionProcessor : public VisionProcessor {
  public:
@@ -63,9 +46,5 @@ class M3VisionProcessor : public VisionProcessor {
   std::array<std::array<float, 256>, 3> lut_;
   std::array<float, 3> mean255_{}, std255_{};
 };
-
-// Reads preprocessor_config.json / video_preprocessor_config.json from `model_dir` when they
-// exist (missing files or keys keep the defaults).
-M3VisionConfig LoadM3VisionConfig(const std::string& model_dir);
 
 }  // namespace m3::media

@@ -69,8 +69,12 @@ class VisionProcessor {
                                   std::span<const double> timestamps) const = 0;
 };
 
-// The processor for a model directory: configured from its preprocessor_config.json and
-// video_preprocessor_config.json when present, else the model family's defaults.
+// The processor for a model directory, configured from its processor settings
+// (processor_config.json, else preprocessor_config.json / video_preprocessor_config.json; keys
+// they leave out keep the model family's defaults). An empty `model_dir` gives the defaults.
+// Throws m3::Error at once for a directory that does not exist or holds no model files, and
+// for settings that are malformed, out of range or disagree with config.json's vision tower
+// (the message names the file and key).
 std::shared_ptr<const VisionProcessor> LoadVisionProcessor(const std::string& model_dir);
 
 }  // namespace m3::media

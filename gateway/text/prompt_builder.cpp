@@ -3,6 +3,8 @@
 #include "gateway/text/prompt_builder.h"
 
 #include <random>
+#include <string_view>
+#include <vector>
 
 #include "shared/error.h"
 
@@ -116,7 +118,35 @@ void FlattenContent(Json& messages) {
   }
 }
 
+// True when some string in `j` (keys included) contains `what`. Iterative: request JSON may
+// nest deeper than the stack allows recursion.
+bool ContainsText(const Json& root, std::string_view what) {
+  std::vector<const Json*> pending{&root};
+  while (!pending.empty()) {
+    const Json& j = *pending.back();
+    pending.pop_back();
+    if (j.is_string() && j.get_ref<const std::string&>().find(what) != std::string::npos) {
+      return true;
+    }
+    if (j.is_object()) {
+      for (const auto& [key, value] : j.items()) {
+        if (key.find(what) != std::string::npos) return true;
+        pending.push_back(&value);
+      }
+    } else if (j.is_array()) {
+      for (const auto& value : j) pending.push_back(&value);
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+MediaRendering DetectMediaRendering(std::string_view source, const PlaceholderTokens& p) {
+  const bool writes = (!p.image.empty() && source.find(p.image) != std::string_view::npos) ||
+                      (!p.video.empty() && source.find(p.video) != std::string_view::npos);
+  return writes ? MediaRendering::kTemplate : MediaRendering::kSentinel;
+}
 
 ContentFormat DetectContentFormat(std::string_view source) {
   if (source.find("['text']") != std::string_view::npos ||
@@ -149,14 +179,46 @@ std::vector<MediaPart> FindMediaParts(const Json& messages) {
 
 PromptBuilder::PromptBuilder(tmpl::ChatTemplate chat_template, tok::Tokenizer tokenizer,
                              PlaceholderTokens placeholders, ContentFormat content_format)
+    : PromptBuilder(std::move(chat_template), std::move(tokenizer),
+                    PromptBuilderOptions{std::move(placeholders), content_format,
+                                         MediaRendering::kSentinel, Json::object()}) {}
+
+PromptBuilder::PromptBuilder(tmpl::ChatTemplate chat_template, tok::Tokenizer tokenizer,
+                             PromptBuilderOptions options)
     : template_(std::move(chat_template)),
       tokenizer_(std::move(tokenizer)),
-      placeholders_(std::move(placeholders)),
-      content_format_(content_format) {}
+      options_(std::move(options)) {
+  Require(options_.template_variables.is_object(), ErrorCode::kInvalidArgument,
+          "template variables must be an object");
+}
+
+PromptBuilder PromptBuilder::FromModelDir(const std::string& model_dir,
+                                          PlaceholderTokens placeholders) {
+  const tok::TokenizerConfig config = tok::LoadTokenizerConfig(model_dir);
+  tok::Tokenizer tokenizer = tok::LoadModelTokenizer(model_dir, config);
+  tok::SpecialTokens special = tok::ResolveSpecialTokens(config, tokenizer);
+  const std::string source = tmpl::LoadChatTemplateSource(model_dir);
+  PromptBuilderOptions options;
+  options.content_format = DetectContentFormat(source);
+  options.media_rendering = DetectMediaRendering(source, placeholders);
+  options.placeholders = std::move(placeholders);
+  options.template_variables = special.TemplateVariables();
+  PromptBuilder builder(tmpl::ChatTemplate::Parse(source, model_dir + "/chat template"),
+                        std::move(tokenizer), std::move(options));
+  builder.special_tokens_ = std::move(special);
+  return builder;
+}
 
 AssembledPrompt PromptBuilder::Build(const PromptInput& input,
                                      std::span<const MediaExpansion> media) const {
-  // 1. Replace each media part by a text part holding a unique sentinel.
+  const PlaceholderTokens& placeholders = options_.placeholders;
+  const bool template_writes = options_.media_rendering == MediaRendering::kTemplate;
+  auto marker_of = [&](MediaKind kind) -> const std::string& {
+    return kind == MediaKind::kImage ? placeholders.image : placeholders.video;
+  };
+
+  // 1. Replace each media part by what the template gets for it: the HF form
+  //    {"type": "image"}, or a text part holding a unique sentinel.
   Json messages = input.messages;
   Require(messages.is_array(), ErrorCode::kInvalidArgument, "messages must be a list");
   const std::string nonce = SentinelNonce();
@@ -164,23 +226,35 @@ AssembledPrompt PromptBuilder::Build(const PromptInput& input,
   std::vector<MediaPart> parts;
   ForEachMediaPart(messages, [&](Json& part, size_t m, size_t p, MediaKind kind) {
     parts.push_back(MediaPart{kind, {}, m, p});
-    part = Json{{"type", "text"}, {"text", sentinel(parts.size() - 1)}};
+    part = template_writes ? Json{{"type", std::string(MediaKindName(kind))}}
+                           : Json{{"type", "text"}, {"text", sentinel(parts.size() - 1)}};
   });
+  if (template_writes) {
+    // Every placeholder token in the rendered prompt is taken for a media item, so none may
+    // come from the request's own text.
+    for (const MediaKind kind : {MediaKind::kImage, MediaKind::kVideo}) {
+      const std::string& marker = marker_of(kind);
+      if (marker.empty()) continue;
+      Require(!ContainsText(messages, marker) && !ContainsText(input.tools, marker),
+              ErrorCode::kInvalidArgument,
+              "message text must not contain the " + std::string(MediaKindName(kind)) +
+                  " placeholder token '" + marker + "'");
+    }
+  }
   Require(parts.size() == media.size(), ErrorCode::kInvalidArgument,
           "the messages have " + std::to_string(parts.size()) + " media parts but " +
               std::to_string(media.size()) + " media expansions were given");
 
   // Both ids are looked up even without media of that kind: placeholder tokens that come from
   // the text itself must be caught too.
-  const std::optional<int32_t> image_id = tokenizer_.TokenToId(placeholders_.image);
-  const std::optional<int32_t> video_id = tokenizer_.TokenToId(placeholders_.video);
+  const std::optional<int32_t> image_id = tokenizer_.TokenToId(placeholders.image);
+  const std::optional<int32_t> video_id = tokenizer_.TokenToId(placeholders.video);
   for (size_t i = 0; i < parts.size(); ++i) {
     const MediaExpansion& e = media[i];
     Require(e.kind == parts[i].kind, ErrorCode::kInvalidArgument,
             Describe(i, parts[i]) + " was given a " + std::string(MediaKindName(e.kind)) +
                 " expansion");
-    const std::string& marker =
-        e.kind == MediaKind::kImage ? placeholders_.image : placeholders_.video;
+    const std::string& marker = marker_of(e.kind);
     const std::optional<int32_t>& id = e.kind == MediaKind::kImage ? image_id : video_id;
     Require(id.has_value(), ErrorCode::kUnsupported,
             "the tokenizer has no placeholder token '" + marker + "' for " + Describe(i, parts[i]));
@@ -191,31 +265,57 @@ AssembledPrompt PromptBuilder::Build(const PromptInput& input,
                 std::to_string(e.num_placeholders));
   }
 
-  if (content_format_ == ContentFormat::kString) FlattenContent(messages);
+  if (options_.content_format == ContentFormat::kString) FlattenContent(messages);
 
   // 2. Render.
-  Json context = input.extra_context.is_object() ? input.extra_context : Json::object();
+  Json context = options_.template_variables;
+  if (input.extra_context.is_object()) {
+    for (const auto& [key, value] : input.extra_context.items()) context[key] = value;
+  }
   context["messages"] = std::move(messages);
   if (!input.tools.is_null()) context["tools"] = input.tools;
   context["add_generation_prompt"] = input.add_generation_prompt;
   const std::string rendered = template_.Render(context);
 
-  // 3. Put each item's placeholder run where its sentinel landed.
+  // 3. Put each item's placeholder run where its sentinel, or the placeholder token the
+  //    template wrote for it, landed.
   AssembledPrompt out;
   size_t cursor = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const std::string s = sentinel(i);
-    size_t pos = rendered.find(s);
+    const std::string s = template_writes ? marker_of(parts[i].kind) : sentinel(i);
+    size_t pos = rendered.find(s, template_writes ? cursor : 0);
     Require(pos != std::string::npos, ErrorCode::kUnprocessable,
             Describe(i, parts[i]) + " does not appear in the prompt rendered by the chat template");
-    Require(rendered.find(s, pos + s.size()) == std::string::npos, ErrorCode::kUnprocessable,
-            Describe(i, parts[i]) + " appears more than once in the rendered prompt");
-    Require(pos >= cursor, ErrorCode::kUnprocessable,
-            Describe(i, parts[i]) + " is out of order in the rendered prompt");
+    if (template_writes) {
+      // The template writes one token per item, in order: another kind first is out of order.
+      const std::string& other =
+          marker_of(parts[i].kind == MediaKind::kImage ? MediaKind::kVideo : MediaKind::kImage);
+      const size_t other_pos = other.empty() ? std::string::npos : rendered.find(other, cursor);
+      Require(other_pos == std::string::npos || other_pos > pos, ErrorCode::kUnprocessable,
+              Describe(i, parts[i]) + " is out of order in the rendered prompt");
+    } else {
+      Require(rendered.find(s, pos + s.size()) == std::string::npos, ErrorCode::kUnprocessable,
+              Describe(i, parts[i]) + " appears more than once in the rendered prompt");
+      Require(pos >= cursor, ErrorCode::kUnprocessable,
+              Describe(i, parts[i]) + " is out of order in the rendered prompt");
+    }
+    out.rendered.append(rendered, cursor, pos - cursor);
+    out.rendered += marker_of(parts[i].kind);
     out.text.append(rendered, cursor, pos - cursor);
     out.text += media[i].text;
     cursor = pos + s.size();
   }
+  if (template_writes) {
+    for (const MediaKind kind : {MediaKind::kImage, MediaKind::kVideo}) {
+      const std::string& marker = marker_of(kind);
+      Require(marker.empty() || rendered.find(marker, cursor) == std::string::npos,
+              ErrorCode::kInvalidArgument,
+              "the chat template wrote more " + std::string(MediaKindName(kind)) +
+                  " placeholder tokens ('" + marker + "') than the request has " +
+                  std::string(MediaKindName(kind)) + "s");
+    }
+  }
+  out.rendered.append(rendered, cursor, std::string::npos);
   out.text.append(rendered, cursor, std::string::npos);
 
   // 4. Tokenize in one piece (the template already wrote BOS and the role markers).
@@ -232,7 +332,7 @@ AssembledPrompt PromptBuilder::Build(const PromptInput& input,
     Require(item < parts.size(), ErrorCode::kInvalidArgument,
             "the prompt holds more " + std::string(MediaKindName(kind)) +
                 " placeholder tokens than its media items need (message text must not contain '" +
-                (is_image ? placeholders_.image : placeholders_.video) + "')");
+                marker_of(kind) + "')");
     Require(kind == parts[item].kind, ErrorCode::kUnprocessable,
             Describe(item, parts[item]) + ": found a " + std::string(MediaKindName(kind)) +
                 " placeholder token where its placeholders were expected");
@@ -253,8 +353,7 @@ AssembledPrompt PromptBuilder::Build(const PromptInput& input,
             Describe(i, parts[i]) + ": " + std::to_string(span.num_placeholders) +
                 " placeholder tokens in the prompt, expected " +
                 std::to_string(media[i].num_placeholders));
-    const std::string& marker =
-        parts[i].kind == MediaKind::kImage ? placeholders_.image : placeholders_.video;
+    const std::string& marker = marker_of(parts[i].kind);
     Require(span.runs.size() == CountRuns(media[i].text, marker), ErrorCode::kUnprocessable,
             Describe(i, parts[i]) +
                 ": its placeholder tokens are not laid out as its expansion "

@@ -1,10 +1,13 @@
 // PromptBuilder: turns an OpenAI-style chat request (messages whose content may mix text,
 // image_url and video_url parts, optional tools) into the prompt token ids for a vision-language
-// model. The chat template is rendered with each media part replaced by a unique sentinel text
-// part (templates such as MiniMax-M2's drop non-text parts, others render them their own way),
-// the sentinel is replaced by that item's placeholder run (computed by the caller from the
-// vision processor), and the text is tokenized in one piece, as the reference processor does.
-// Each item's placeholder tokens are then located in the ids and checked against its count.
+// model. Media reach the chat template in one of two ways (MediaRendering): templates that
+// write the model's placeholder token themselves (MiniMax-M3's, as HF processors expect) get
+// each part as {"type": "image"} / {"type": "video"} and every placeholder token they write is
+// replaced by its item's run, in order, as MiniMaxM3VLProcessor does; other templates (e.g.
+// MiniMax-M2's, which drops non-text parts) get a unique sentinel text part that is replaced
+// by the run. The runs are computed by the caller from the vision processor. The text is then
+// tokenized in one piece, as the reference processor does, and each item's placeholder tokens
+// are located in the ids and checked against its count.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +20,7 @@
 
 #include "gateway/template/chat_template.h"
 #include "gateway/tokenizer/tokenizer.h"
+#include "gateway/tokenizer/tokenizer_config.h"
 
 namespace m3::text {
 
@@ -68,6 +72,23 @@ enum class ContentFormat { kParts, kString };
 // `['text']`), else kString.
 ContentFormat DetectContentFormat(std::string_view template_source);
 
+// How media parts reach the template (see the top of this file).
+enum class MediaRendering { kSentinel, kTemplate };
+
+// kTemplate when the template source itself holds a placeholder token (it writes them for its
+// media parts), else kSentinel.
+MediaRendering DetectMediaRendering(std::string_view template_source,
+                                    const PlaceholderTokens& placeholders);
+
+struct PromptBuilderOptions {
+  PlaceholderTokens placeholders;
+  ContentFormat content_format = ContentFormat::kParts;
+  MediaRendering media_rendering = MediaRendering::kSentinel;
+  // Template globals every render gets (the tokenizer's bos_token, eos_token, ...); a
+  // request's extra_context overrides them, as apply_chat_template's kwargs do.
+  nlohmann::ordered_json template_variables = nlohmann::ordered_json::object();
+};
+
 struct PromptInput {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   nlohmann::ordered_json tools;  // null, or the request's tools list
@@ -77,6 +98,9 @@ struct PromptInput {
 };
 
 struct AssembledPrompt {
+  // The rendered prompt before media expansion, one placeholder token per item: what
+  // apply_chat_template returns (in sentinel mode each sentinel is shown as the placeholder).
+  std::string rendered;
   std::string text;  // the rendered prompt with media expanded
   std::vector<int32_t> ids;
   std::vector<MediaSpan> media;  // per media item, in order of appearance
@@ -87,6 +111,15 @@ class PromptBuilder {
   PromptBuilder(tmpl::ChatTemplate chat_template, tok::Tokenizer tokenizer,
                 PlaceholderTokens placeholders = {},
                 ContentFormat content_format = ContentFormat::kParts);
+  PromptBuilder(tmpl::ChatTemplate chat_template, tok::Tokenizer tokenizer,
+                PromptBuilderOptions options);
+
+  // Everything from a Hugging Face model directory (transformers 4 or 5 layout): tokenizer.json
+  // with tokenizer_config.json's added tokens, its special tokens as template variables, the
+  // chat template (LoadChatTemplateSource), and the content format and media rendering the
+  // template calls for. Throws m3::Error naming the file for anything missing or malformed.
+  static PromptBuilder FromModelDir(const std::string& model_dir,
+                                    PlaceholderTokens placeholders = {});
 
   // `media` holds one expansion per media part of input.messages, in order of appearance.
   // Throws m3::Error: kInvalidArgument (media count or kinds do not match the messages, text
@@ -95,11 +128,16 @@ class PromptBuilder {
   // ChatTemplate::Render throws them.
   AssembledPrompt Build(const PromptInput& input, std::span<const MediaExpansion> media) const;
 
+  const tok::Tokenizer& tokenizer() const { return tokenizer_; }
+  const PromptBuilderOptions& options() const { return options_; }
+  // Set by FromModelDir (empty otherwise).
+  const tok::SpecialTokens& special_tokens() const { return special_tokens_; }
+
  private:
   tmpl::ChatTemplate template_;
   tok::Tokenizer tokenizer_;
-  PlaceholderTokens placeholders_;
-  ContentFormat content_format_;
+  PromptBuilderOptions options_;
+  tok::SpecialTokens special_tokens_;
 };
 
 }  // namespace m3::text

@@ -130,10 +130,14 @@ Tokenizer Tokenizer::FromJson(std::string_view json_text) {
     throw Error(ErrorCode::kInvalidArgument,
                 std::string("tokenizer JSON is malformed: ") + e.what());
   }
+  return FromParsed(root, "tokenizer JSON");
+}
+
+Tokenizer Tokenizer::FromParsed(const Json& root, const std::string& source) {
   try {
     return Tokenizer(std::make_shared<const TokenizerImpl>(root));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::kInvalidArgument, std::string("tokenizer JSON is invalid: ") + e.what());
+    throw Error(ErrorCode::kInvalidArgument, source + " is invalid: " + e.what());
   }
 }
 

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace m3::tok {
 
 class TokenizerImpl;
@@ -26,6 +28,9 @@ class Tokenizer {
   // message names it).
   static Tokenizer FromFile(const std::string& path);
   static Tokenizer FromJson(std::string_view json_text);
+  // From tokenizer.json already parsed (e.g. with added tokens merged in from
+  // tokenizer_config.json); `source` names it in errors.
+  static Tokenizer FromParsed(const nlohmann::json& root, const std::string& source);
 
   // Text is UTF-8; invalid sequences are replaced with U+FFFD first (as Rust's
   // String::from_utf8_lossy does). add_special_tokens runs the post-processor (BOS/EOS...).
