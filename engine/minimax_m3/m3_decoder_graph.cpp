@@ -180,9 +180,10 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, std::vector<float>& logits,
   if (any_moe) {
     shared_gu = be.Alloc(f32, {rows, 2 * t.shared_intermediate_size});
     shared_act = be.Alloc(f32, {rows, t.shared_intermediate_size});
-    router_logits = be.Alloc(f32, {rows, t.num_local_experts});
+    // The router in float32 whatever the activation dtype (M3_REFERENCE: sigmoid in float32).
+    router_logits = be.Alloc(DType::kF32, {rows, t.num_local_experts});
     route_ids = be.Alloc(DType::kI32, {rows, t.num_experts_per_tok});
-    route_w = be.Alloc(f32, {rows, t.num_experts_per_tok});
+    route_w = be.Alloc(DType::kF32, {rows, t.num_experts_per_tok});
   }
   const backend::AttentionShape shape{Hq, Hkv, D, static_cast<float>(1.0 / std::sqrt(double(D)))};
   const backend::MsaParams msa{Hi, Di, t.index_block_size, t.index_topk_blocks,
@@ -254,7 +255,7 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, std::vector<float>& logits,
     picked = be.Alloc(f32, {n, H});
     be.GatherRows(x, index, picked);
   }
-  DeviceTensor out = be.Alloc(f32, {n, V});
+  DeviceTensor out = be.Alloc(DType::kF32, {n, V});  // float32 logits on every backend
   be.Linear(picked, w_.lm_head, nullptr, out);
   be.Download(out, logits.data());
 }

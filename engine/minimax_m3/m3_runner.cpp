@@ -6,8 +6,8 @@
 #include <cmath>
 #include <string>
 
-#include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/device_encoder_output.h"
+#include "engine/backend/make_backend.h"
 #include "engine/minimax_m3/m3_decoder_graph.h"
 #include "engine/minimax_m3/m3_model_weights.h"
 #include "engine/minimax_m3/m3_vision.h"
@@ -124,11 +124,11 @@ class M3Runner : public ModelRunner {
 
 std::unique_ptr<ModelRunner> LoadMiniMaxM3Runner(const std::string& model_dir,
                                                  const RunnerOptions& options) {
-  Require(options.device == "cpu", ErrorCode::kUnsupported,
-          "device '" + options.device + "' is not supported by this build (known: cpu)");
+  // The device first: a missing driver or GPU is reported before any file is read.
+  std::unique_ptr<backend::Backend> be = backend::MakeBackend(options.device);
   ModelConfig config = LoadModelConfig(model_dir);
   WeightStore store = WeightStore::OpenDirectory(model_dir);
-  return std::make_unique<M3Runner>(std::move(config), backend::MakeCpuBackend(), store);
+  return std::make_unique<M3Runner>(std::move(config), std::move(be), store);
 }
 
 }  // namespace m3::engine::minimax_m3

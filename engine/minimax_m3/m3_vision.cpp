@@ -78,7 +78,9 @@ backend::DeviceTensor EncodeVisionSegment(backend::Backend& be, const M3ModelWei
 
   std::vector<float> cos_host, sin_host;
   VisionRotaryTable(v, segment, cos_host, sin_host);
-  backend::DeviceTensor cos = be.Alloc(f32, {N, rot}), sin = be.Alloc(f32, {N, rot});
+  // The rotary table stays float32 whatever the activation dtype.
+  backend::DeviceTensor cos = be.Alloc(DType::kF32, {N, rot}),
+                        sin = be.Alloc(DType::kF32, {N, rot});
   be.Upload(cos_host.data(), cos);
   be.Upload(sin_host.data(), sin);
   const std::vector<int64_t> segments = {0, N};

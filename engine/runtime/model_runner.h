@@ -111,7 +111,11 @@ class ModelRunner {
 };
 
 struct RunnerOptions {
-  std::string device = "cpu";  // the backend: "cpu" (later "cuda")
+  // The backend: "cpu", or "cuda" / "cuda:N" (GPU N; bf16 weights and activations) in builds
+  // with the CUDA backend. Loading throws kUnsupported for a device this build lacks or a GPU it
+  // has no code for, kUnavailable when no CUDA driver / GPU is usable, kResourceExhausted when
+  // the weights do not fit in GPU memory.
+  std::string device = "cpu";
 };
 
 // Opens a model directory and builds the runner for its config.json model_type on the chosen

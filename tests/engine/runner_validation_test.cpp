@@ -140,8 +140,8 @@ TEST_CASE("media splitting, pixel checks and runner info") {
   CHECK_THROWS_WITH(f.runner->Encode(pixels.data(), one[0]),
                     doctest::Contains("pixel_values[1, 7] is not a finite number"));
 
-  CHECK_THROWS_WITH(engine::LoadModelRunner(DataPath("m3-tiny/model"), {"cuda"}),
-                    doctest::Contains("device 'cuda' is not supported"));
+  CHECK_THROWS_WITH(engine::LoadModelRunner(DataPath("m3-tiny/model"), {"tpu"}),
+                    doctest::Contains("device 'tpu' is not supported"));
   CHECK_THROWS_WITH(f.runner->AllocateKvCache(4, 3),
                     doctest::Contains("page size 3 does not divide the MSA block size 8"));
 }

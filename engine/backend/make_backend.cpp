@@ -1,0 +1,36 @@
+// MakeBackend: "cpu" always; "cuda[:N]" when the build has the CUDA backend (M3_HAVE_CUDA).
+#include "engine/backend/make_backend.h"
+
+#include "engine/backend/cpu/cpu_backend.h"
+#include "shared/error.h"
+#ifdef M3_HAVE_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
+
+namespace m3::engine::backend {
+
+bool BuiltWithCuda() {
+#ifdef M3_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Backend> MakeBackend(const std::string& device) {
+  if (device == "cpu") return MakeCpuBackend();
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+#ifdef M3_HAVE_CUDA
+    return MakeCudaBackend(device);
+#else
+    throw Error(ErrorCode::kUnsupported,
+                "device '" + device +
+                    "': this build has no CUDA backend (no CUDA compiler was found when it was "
+                    "configured)");
+#endif
+  }
+  throw Error(ErrorCode::kUnsupported,
+              "device '" + device + "' is not supported (known: cpu, cuda, cuda:N)");
+}
+
+}  // namespace m3::engine::backend

@@ -1,0 +1,33 @@
+// Grouped MoE experts on the GPU, the twin of kernels/cpu/moe_experts.h: token permutation by
+// expert, each expert's gate_up GEMM, SwiGLU-OAI, down GEMM (cuBLAS per expert group, f32
+// accumulation, expert outputs kept in f32), and the weighted un-permutation
+// out[r] = scale * sum_j weights[r, j] * y_{ids[r, j]}(x[r]) + out[r], summed in expert order.
+// gate_up [E, 2I, H], down [E, H, I] bf16; x / out [rows, H] bf16; ids i32 [rows, k] (device).
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda_util.cuh"
+
+namespace m3::kernels::cuda {
+
+struct MoeExpertsDims {
+  int64_t experts = 0;
+  int64_t inter = 0;
+  int64_t hidden = 0;
+  int64_t topk = 0;  // at most 32
+  float alpha = 1.702f;
+  float limit = 7.0f;
+  float scale = 1.0f;
+};
+
+// Synchronizes the stream once (the expert group sizes decide the GEMM launches). The handle
+// must be bound to `stream`.
+void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
+                       const void* weights, ElemType weights_t, const bf16* gate_up,
+                       const bf16* down, const MoeExpertsDims& dims, bf16* out,
+                       cudaStream_t stream);
+
+}  // namespace m3::kernels::cuda

@@ -1,0 +1,125 @@
+// Paged attention, correct-first: one warp per (row, q head) streams its keys with an online
+// softmax, each lane holding head_dim / 32 channels (lane + 32 i) of q and the accumulator.
+// The speed work (KV-block-major prefill, split-K decode) belongs to the performance issue.
+#include "kernels/cuda/paged_attention.cuh"
+
+namespace m3::kernels::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kMaxPerLane = 8;  // head_dim <= 256
+
+struct WarpHead {
+  float q[kMaxPerLane];
+  float acc[kMaxPerLane];
+  float m = -INFINITY;
+  float l = 0.0f;
+};
+
+// One key: score, online-softmax rescale and value accumulation.
+__device__ __forceinline__ void AttendKey(WarpHead& h, const bf16* k, const bf16* v, int64_t dim,
+                                          float scale, int lane) {
+  float dot = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < dim) dot += h.q[i] * __bfloat162float(k[c]);
+  }
+  const float s = WarpSum(dot) * scale;
+  const float m_new = fmaxf(h.m, s);
+  const float corr = expf(h.m - m_new);
+  const float p = expf(s - m_new);
+  h.l = h.l * corr + p;
+  h.m = m_new;
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < dim) h.acc[i] = h.acc[i] * corr + p * __bfloat162float(v[c]);
+  }
+}
+
+struct Args {
+  const bf16* q;
+  const bf16* k;
+  const bf16* v;
+  PagedLayout layout;
+  AttentionDims dims;
+  const int32_t* selected;  // null: dense causal
+  int64_t topk;
+  int64_t block_size;
+  bf16* out;
+};
+
+__global__ void PagedAttentionKernel(Args a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t hq = a.dims.num_q_heads, hkv = a.dims.num_kv_heads, D = a.dims.head_dim;
+  const int64_t idx = int64_t{blockIdx.x} * kWarps + (threadIdx.x >> 5);
+  const int64_t rows = a.layout.rows;
+  if (idx >= rows * hq) return;
+  const int64_t r = idx / hq, h = idx % hq, g = h / (hq / hkv);
+  const int64_t s = a.layout.SeqOf(r), pos = a.layout.PositionOf(s, r);
+  const int64_t stride = hkv * D;
+  WarpHead w;
+  const bf16* qr = a.q + (r * hq + h) * D;
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) {
+    const int64_t c = lane + 32 * i;
+    w.q[i] = c < D ? __bfloat162float(qr[c]) : 0.0f;
+    w.acc[i] = 0.0f;
+  }
+  auto attend_range = [&](int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) {
+      const int64_t off = a.layout.Slot(s, j) * stride + g * D;
+      AttendKey(w, a.k + off, a.v + off, D, a.dims.scale, lane);
+    }
+  };
+  if (a.selected == nullptr) {
+    attend_range(0, pos + 1);
+  } else {
+    const int32_t* sel = a.selected + (g * rows + r) * a.topk;
+    for (int64_t i = 0; i < a.topk; ++i) {
+      const int32_t b = sel[i];
+      if (b < 0) continue;
+      bool seen = false;
+      for (int64_t p = 0; p < i; ++p) seen |= sel[p] == b;
+      if (seen) continue;
+      const int64_t kb = int64_t{b} * a.block_size;
+      const int64_t ke = pos + 1 < kb + a.block_size ? pos + 1 : kb + a.block_size;
+      attend_range(kb, ke);
+    }
+  }
+  bf16* o = a.out + (r * hq + h) * D;
+  const float inv = w.l > 0.0f ? 1.0f / w.l : 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < D) o[c] = __float2bfloat16(w.acc[i] * inv);
+  }
+}
+
+void Launch(const Args& a, cudaStream_t stream) {
+  if (a.layout.rows <= 0) return;
+  if (a.dims.head_dim > 32 * kMaxPerLane)
+    throw std::runtime_error("paged attention: head_dim above 256 is not supported");
+  const int64_t warps = a.layout.rows * a.dims.num_q_heads;
+  PagedAttentionKernel<<<Blocks(warps, kWarps), kWarps * 32, 0, stream>>>(a);
+}
+
+}  // namespace
+
+void PagedAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
+                    const PagedLayout& layout, const AttentionDims& dims, bf16* out,
+                    cudaStream_t stream) {
+  Launch({q, k_pages, v_pages, layout, dims, nullptr, 0, 0, out}, stream);
+  CheckLaunch("PagedAttention");
+}
+
+void PagedBlockSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
+                               const PagedLayout& layout, const AttentionDims& dims,
+                               const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
+                               cudaStream_t stream) {
+  Launch({q, k_pages, v_pages, layout, dims, selected, topk, block_size, out}, stream);
+  CheckLaunch("PagedBlockSparseAttention");
+}
+
+}  // namespace m3::kernels::cuda

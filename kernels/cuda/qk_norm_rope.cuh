@@ -1,0 +1,37 @@
+// The fused post-projection step of a decoder attention layer on the GPU, the twin of
+// kernels/cpu/qk_norm_rope.h: per head Gemma RMSNorm (f32), rotate-half RoPE of the leading
+// rotary channels, q and index q to dense outputs, k, v and the index key into their cache pages
+// at the row's slot. Same layouts as the CPU twin, bf16 storage.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda_util.cuh"
+
+namespace m3::kernels::cuda {
+
+struct QkNormRopeDims {
+  int64_t q_heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;  // at most 256
+  int64_t rot = 0;
+  int64_t index_heads = 0;  // 0: no indexer in this layer
+  int64_t index_dim = 0;    // at most 256
+  int64_t index_rot = 0;
+  float eps = 1e-6f;
+};
+
+struct QkNormWeightsPtr {
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  const float* index_q_norm = nullptr;
+  const float* index_k_norm = nullptr;
+};
+
+// cos / sin f32 [rows, rot]; slots i64 [rows].
+void QkNormRopeToPages(const bf16* qkv, int64_t rows, const QkNormRopeDims& dims,
+                       const QkNormWeightsPtr& w, const float* cos, const float* sin,
+                       const int64_t* slots, bf16* q_out, bf16* index_q_out, bf16* k_pages,
+                       bf16* v_pages, bf16* index_k_pages, cudaStream_t stream);
+
+}  // namespace m3::kernels::cuda
