@@ -27,13 +27,14 @@ namespace {
 constexpr const char* kUsage =
     "usage:\n"
     "  m3-engine logits --model DIR --inputs IN.safetensors --output OUT.safetensors [--capture]\n"
+    "      [--device cpu|cuda|cuda:N]\n"
     "      writes logits F32 [T, V]; --capture adds hidden_states.i, block_indices.layerN,\n"
     "      image.* / video.* vision_tower_out and projector_out\n"
-    "  m3-engine generate --model DIR --inputs IN.safetensors --max-new-tokens N\n"
+    "  m3-engine generate --model DIR --inputs IN.safetensors --max-new-tokens N [--device D]\n"
     "      [--temperature T] [--top-p P] [--top-k K] [--seed S] [--ignore-eos]\n"
     "      sampling defaults come from the model's generation_config.json (else greedy)\n"
     "      prints {\"tokens\":[...]} as the last stdout line\n"
-    "  m3-engine serve --model DIR --port P [--host H] [--device cpu] [--max-num-seqs N]\n"
+    "  m3-engine serve --model DIR --port P [--host H] [--device cpu|cuda[:N]] [--max-num-seqs N]\n"
     "      [--max-batched-tokens N] [--kv-pages N | --kv-memory GiB] [--page-size N]\n"
     "      [--max-prefill-chunk N] [--max-waiting N] [--no-prefix-caching]\n"
     "      [--encoder-cache-mb N] [--max-message-mb N] [--served-model-name NAME]\n"
@@ -42,13 +43,15 @@ constexpr const char* kUsage =
 
 int RunLogits(const std::vector<std::string>& args) {
   ArgParser p;
-  for (const char* o : {"model", "inputs", "output"}) p.AddOption(o);
+  for (const char* o : {"model", "inputs", "output", "device"}) p.AddOption(o);
   p.AddFlag("capture");
   p.Parse(args);
   const std::string model_dir = p.Required("model"), in_path = p.Required("inputs"),
                     out_path = p.Required("output");
   ModelInputs inputs = ReadModelInputs(in_path);
-  auto model = LoadModel(model_dir);
+  RunnerOptions device;
+  device.device = p.Get("device").value_or("cpu");
+  auto model = LoadModel(model_dir, {}, device);
   CaptureOptions capture;
   capture.hidden_states = capture.block_indices = capture.vision = p.Has("capture");
   auto seq = model->NewSequence();
@@ -63,7 +66,7 @@ int RunLogits(const std::vector<std::string>& args) {
 int RunGenerate(const std::vector<std::string>& args) {
   ArgParser p;
   for (const char* o :
-       {"model", "inputs", "max-new-tokens", "temperature", "top-p", "top-k", "seed"})
+       {"model", "inputs", "max-new-tokens", "temperature", "top-p", "top-k", "seed", "device"})
     p.AddOption(o);
   p.AddFlag("ignore-eos");
   p.Parse(args);
@@ -87,7 +90,9 @@ int RunGenerate(const std::vector<std::string>& args) {
   Require(seed >= 0, ErrorCode::kInvalidArgument, "--seed must be >= 0");
   opt.sampling.seed = static_cast<uint64_t>(seed);
   ModelInputs inputs = ReadModelInputs(p.Required("inputs"));
-  auto model = LoadModel(model_dir);
+  RunnerOptions device;
+  device.device = p.Get("device").value_or("cpu");
+  auto model = LoadModel(model_dir, {}, device);
   std::vector<int64_t> tokens = Generate(*model, inputs, opt);
   std::string line = "{\"tokens\":[";
   for (size_t i = 0; i < tokens.size(); ++i) {

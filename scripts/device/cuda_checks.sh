@@ -4,7 +4,8 @@
 # doctest headers). Builds the engine core and cuda_test without gRPC (unless BUILD already holds
 # a cuda_test built elsewhere), then runs: the GPU tests (kernels against their CPU twins, the
 # goldens and chat-e2e on --device cuda), the no-GPU path (CUDA_VISIBLE_DEVICES empty: exit 77),
-# and compute-sanitizer memcheck and racecheck over the m3-tiny goldens. Logs under $OUT.
+# and compute-sanitizer memcheck (model-level tests) and racecheck (decoder and vision kernels).
+# Logs under $OUT.
 # Usage (repo root): bash scripts/device/cuda_checks.sh [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,13 +33,20 @@ step() { echo "== $* ($(date +%T))"; }
   CUDA_VISIBLE_DEVICES= "$BUILD/bin/cuda_test"
   echo "no-GPU rc=$?"
   if command -v compute-sanitizer >/dev/null; then
-    for tool in memcheck racecheck; do
-      step "compute-sanitizer $tool (m3-tiny goldens, chat-e2e)"
-      timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/bin/cuda_test" \
-        -tc='m3-tiny*,chat-e2e*' >"$OUT/$tool.log" 2>&1
-      echo "$tool rc=$?"
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|========= (Invalid|Race|Error)" "$OUT/$tool.log" | head -8
-    done
+    # memcheck over the model-level tests; racecheck over the batched test (every decoder kernel
+    # on m3-tiny) and the vision kernel test, cuBLAS's own kernels (nvjet*) excluded.
+    step "compute-sanitizer memcheck (m3-tiny goldens, chat-e2e, batched)"
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/bin/cuda_test" \
+      -tc='m3-tiny*,chat-e2e*,GPU:*' >"$OUT/memcheck.log" 2>&1
+    echo "memcheck rc=$? (9: sanitizer errors)"
+    grep -E "ERROR SUMMARY|========= (Invalid|Error)|test cases" "$OUT/memcheck.log" | head -8
+    step "compute-sanitizer racecheck (batched decoder steps, vision attention)"
+    timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 \
+      --kernel-name-exclude kns=nvjet "$BUILD/bin/cuda_test" \
+      -tc='GPU:*,vision segment*' >"$OUT/racecheck.log" 2>&1
+    echo "racecheck rc=$? (9: sanitizer errors)"
+    grep -E "RACECHECK SUMMARY|ERROR SUMMARY|========= (Error|Race)|test cases|rror" \
+      "$OUT/racecheck.log" | head -8
   fi
   step "done"
 } 2>&1 | tee "$OUT/cuda_checks.log"

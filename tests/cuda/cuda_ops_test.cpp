@@ -379,3 +379,21 @@ TEST_CASE("vision segment attention matches the CPU twin") {
 
 }  // namespace
 }  // namespace m3::test
+
+namespace m3::test {
+namespace {
+
+TEST_CASE("GPU memory exhaustion is a clear error, and the backend keeps working") {
+  Backends& b = Both();
+  CHECK_THROWS_WITH(b.gpu->Alloc(DType::kBF16, {int64_t{1} << 40}),
+                    doctest::Contains("out of GPU memory on cuda:0 allocating 2097152 MiB"));
+  std::vector<float> big(16, 1.0f);
+  TensorView v{DType::kF32, {int64_t{1} << 40}, reinterpret_cast<const uint8_t*>(big.data()), 0};
+  CHECK_THROWS_WITH(b.gpu->UploadWeight({&v, 1}, {int64_t{1} << 40}),
+                    doctest::Contains("out of GPU memory"));
+  Twin x = Act(Random(64, 51), {64});
+  CHECK(Get(*b.gpu, x.gpu) == Get(*b.cpu, x.cpu));
+}
+
+}  // namespace
+}  // namespace m3::test

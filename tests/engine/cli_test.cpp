@@ -218,6 +218,11 @@ TEST_CASE("usage errors") {
   r = RunProcess({Engine(), "generate", "--model", TinyModel(), "--inputs", "x", "--top-p", "abc"});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("--top-p") != std::string::npos);
+  r = RunProcess({Engine(), "generate", "--model", TinyModel(), "--inputs",
+                  DataPath("demo/image_prompt.safetensors"), "--device", "tpu"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("device 'tpu' is not supported (known: cpu, cuda, cuda:N)") !=
+        std::string::npos);
 }
 
 }  // namespace
