@@ -74,6 +74,24 @@ void Run(const char* op, Fn&& fn) {
   }
 }
 
+// The CUDA runtime's current device is per host thread: the runner is loaded on one thread
+// and stepped on another (the engine loop), so every entry point makes its device current.
+bool TryBindDevice(int device) noexcept {
+  thread_local int bound = -1;
+  if (bound == device) return true;
+  if (cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    bound = -1;
+    return false;
+  }
+  bound = device;
+  return true;
+}
+void BindDevice(int device) {
+  if (!TryBindDevice(device))
+    throw Error(ErrorCode::kInternal, "cuda backend: cannot select cuda:" + std::to_string(device));
+}
+
 // What every buffer needs after the backend object is gone.
 struct Context {
   int device = 0;
@@ -82,6 +100,7 @@ struct Context {
   cublasHandle_t blas = nullptr;
   std::atomic<size_t> live{0};
   ~Context() {
+    TryBindDevice(device);
     if (stream) cudaStreamSynchronize(stream);
     if (blas) cublasDestroy(blas);
     if (stream) cudaStreamDestroy(stream);
@@ -93,6 +112,7 @@ class CudaBuffer : public DeviceBuffer {
   // persistent: cudaMalloc (weights); otherwise stream-ordered from the device's pool.
   CudaBuffer(size_t bytes, bool persistent, std::shared_ptr<Context> ctx)
       : bytes_(bytes), persistent_(persistent), ctx_(std::move(ctx)) {
+    BindDevice(ctx_->device);
     const size_t n = std::max<size_t>(bytes, 1);
     const cudaError_t e =
         persistent ? cudaMalloc(&data_, n) : cudaMallocAsync(&data_, n, ctx_->stream);
@@ -108,6 +128,7 @@ class CudaBuffer : public DeviceBuffer {
     ctx_->live += bytes_;
   }
   ~CudaBuffer() override {
+    TryBindDevice(ctx_->device);
     if (persistent_)
       cudaFree(data_);
     else
@@ -143,7 +164,7 @@ class CudaBackend : public Backend {
   explicit CudaBackend(int device) : ctx_(std::make_shared<Context>()) {
     ctx_->device = device;
     ctx_->name = "cuda:" + std::to_string(device);
-    CudaCheck(cudaSetDevice(device), "selecting " + ctx_->name);
+    BindDevice(device);
     CudaCheck(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "stream");
     Require(cublasCreate(&ctx_->blas) == CUBLAS_STATUS_SUCCESS, ErrorCode::kUnavailable,
             "cuBLAS could not be initialized on " + ctx_->name);
@@ -495,7 +516,10 @@ class CudaBackend : public Backend {
  private:
   static constexpr size_t kStagingBytes = size_t{32} << 20;
 
-  cudaStream_t S() const { return ctx_->stream; }
+  cudaStream_t S() const {
+    BindDevice(ctx_->device);
+    return ctx_->stream;
+  }
 
   // t itself when float32, else a float32 copy (tables the kernels read in f32).
   DeviceTensor AsF32(const DeviceTensor& t) {
