@@ -1,7 +1,8 @@
 // CudaBackend: device checks at construction, a context (stream, cuBLAS handle, live-bytes
 // counter) shared by every buffer so buffers may outlive the backend object (encoder cache
 // entries), stream-ordered allocation for activations, cudaMalloc for weights, weight upload
-// through two pinned staging buffers, and shape checks before each kernel (kInternal: a bug).
+// through two pinned staging buffers filled by several threads, and shape checks before each kernel
+// (kInternal: a bug).
 #include "engine/backend/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/parallel_for.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/layer_norm.cuh"
@@ -240,7 +242,16 @@ class CudaBackend : public Backend {
         const int b = next_staging_;
         next_staging_ ^= 1;
         CudaCheck(cudaEventSynchronize(staging_done_[b]), "weight staging");
-        std::memcpy(pinned_[b], p.data + begin * esize, len * esize);
+        // Several threads read the (mmapped) checkpoint into the pinned buffer, so page faults
+        // and copies overlap; the previous chunk's transfer and conversion run meanwhile.
+        const uint8_t* from = p.data + begin * esize;
+        uint8_t* to = static_cast<uint8_t*>(pinned_[b]);
+        const int64_t bytes = static_cast<int64_t>(len * esize);
+        constexpr int64_t kPiece = int64_t{1} << 20;
+        kernels::cpu::ParallelFor((bytes + kPiece - 1) / kPiece, 1, [&](int64_t lo, int64_t hi) {
+          const int64_t first = lo * kPiece, last = std::min(bytes, hi * kPiece);
+          std::memcpy(to + first, from + first, static_cast<size_t>(last - first));
+        });
         CudaCheck(cudaMemcpyAsync(device_staging_[b], pinned_[b], len * esize,
                                   cudaMemcpyHostToDevice, S()),
                   "weight upload");
