@@ -197,10 +197,14 @@ Evaluator::Flow Evaluator::RenderStmt(const Stmt& s, const ScopePtr& scope, std:
       scope->vars[s.name] = MakeMacro(s, scope);
       return Flow::kNormal;
     case Stmt::Kind::kCallBlock: {
-      // caller() renders the block body in a child of the current scope.
+      // caller() renders the block body in a child of the current scope. The scope is held
+      // weakly, as macros hold theirs: a caller stored in a namespace of that scope would
+      // otherwise keep the scope alive through itself and leak it past the render.
       const Stmt* stmt = &s;
-      ScopePtr outer = scope;
-      Value caller = Value::Function("caller", [this, stmt, outer](CallArgs& args, Evaluator&) {
+      std::weak_ptr<Scope> weak = scope;
+      Value caller = Value::Function("caller", [this, stmt, weak](CallArgs& args, Evaluator&) {
+        ScopePtr outer = weak.lock();
+        if (!outer) Fail("caller() called after its block ended");
         auto child = std::make_shared<Scope>();
         child->parent = outer;
         for (size_t i = 0; i < stmt->params.size(); ++i) {
@@ -402,18 +406,21 @@ CallArgs Evaluator::EvalArgs(const Expr& e, const ScopePtr& scope) {
 }
 
 Value Evaluator::CallValue(const Value& fn, CallArgs& args) {
+  ChargeSteps(1);  // filters like map call back here once per item, outside Eval
   if (fn.IsFunction()) return fn.AsFunction().fn(args, *this);
   fn.Defined();
   Fail("'" + TypeName(fn) + "' object is not callable");
 }
 
 Value Evaluator::ApplyFilter(const std::string& name, const Value& input, CallArgs& args) {
+  ChargeSteps(1);
   FilterFn f = FindFilter(name);
   if (!f) Fail("No filter named '" + name + "'.");
   return f(input, args, *this);
 }
 
 bool Evaluator::ApplyTest(const std::string& name, const Value& input, CallArgs& args) {
+  ChargeSteps(1);
   TestFn t = FindTest(name);
   if (!t) Fail("No test named '" + name + "'.");
   return t(input, args, *this);
