@@ -1,8 +1,6 @@
 // m3-gateway detokenize: decodes token ids (a JSON list, or an object with "ids") with a
 // tokenizer.json and prints the text exactly, with no added newline.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -10,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/cli/command.h"
+#include "gateway/cli/input_file.h"
 #include "gateway/tokenizer/tokenizer.h"
 #include "shared/error.h"
 
@@ -35,10 +34,13 @@ std::vector<int32_t> ParseIds(const std::string& bytes, const std::string& path)
   std::vector<int32_t> ids;
   ids.reserve(list->size());
   for (const auto& v : *list) {
-    m3::Require(
-        v.is_number_integer() && v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX,
-        m3::ErrorCode::kInvalidArgument,
-        "ids file '" + path + "' holds a non-integer id: " + v.dump());
+    m3::Require(v.is_number_integer(), m3::ErrorCode::kInvalidArgument,
+                "ids file '" + path + "' holds a non-integer id: " + v.dump());
+    // Unsigned values over INT64_MAX (e.g. 2^64-1) would read back as negative int64s.
+    m3::Require(!(v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX) &&
+                    v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX,
+                m3::ErrorCode::kInvalidArgument,
+                "ids file '" + path + "' holds an id out of range (0 to 2147483647): " + v.dump());
     ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
   }
   return ids;
@@ -56,12 +58,8 @@ int Run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  std::ifstream in(ids_path, std::ios::binary);
-  m3::Require(static_cast<bool>(in), m3::ErrorCode::kNotFound,
-              "cannot open ids file '" + ids_path + "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  const auto ids = ParseIds(bytes.str(), ids_path);
+  const std::string bytes = m3::cli::ReadInputFile(ids_path, int64_t{1} << 30, "ids file");
+  const auto ids = ParseIds(bytes, ids_path);
   const auto tokenizer = m3::tok::Tokenizer::FromFile(tokenizer_path);
   const std::string text = tokenizer.Decode(ids, skip_special_tokens);
   std::fwrite(text.data(), 1, text.size(), stdout);

@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -25,7 +27,9 @@
 #include "gateway/net/grpc_preprocess_service.h"
 #include "gateway/net/http_server.h"
 #include "gateway/net/media_fetcher.h"
+#include "gateway/net/memory_budget.h"
 #include "gateway/net/preprocess_http.h"
+#include "gateway/net/preprocess_limits.h"
 #include "gateway/net/preprocess_service.h"
 #include "gateway/net/worker_pool.h"
 #include "shared/error.h"
@@ -52,13 +56,37 @@ struct ServeArgs {
   int workers = 0;
   int queue_limit = 64;
   int http_threads = 2;
-  int64_t max_body_bytes = 256ll << 20;
+  int64_t max_body_bytes = 64ll << 20;
   int64_t read_timeout_ms = 30000;
+  int max_connections = 1024;
+  int64_t max_inflight_bytes = 768ll << 20;
+  int fetch_threads = 16;
+  int64_t request_timeout_ms = 60000;
+  net::PreprocessLimits limits;
   FetchFlags fetch_flags;
   net::FetchOptions fetch;  // resolved from fetch_flags after parsing
   bool jpeg_draft = false;
   int64_t shutdown_grace_ms = 10000;
 };
+
+// The connection cap that fits the descriptor limit: the soft limit is raised to the hard one
+// (as servers commonly do), and 128 descriptors are kept for fetches, files and gRPC.
+int ConnectionCap(int wanted) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return wanted;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  if (limit.rlim_cur == RLIM_INFINITY) return wanted;
+  const int64_t room = static_cast<int64_t>(limit.rlim_cur) - 128;
+  if (room < wanted) {
+    Log(LogLevel::kWarn, "serve: the descriptor limit (", static_cast<int64_t>(limit.rlim_cur),
+        ") allows ", std::max<int64_t>(room, 16), " connections, not ", wanted);
+  }
+  return static_cast<int>(std::min<int64_t>(wanted, std::max<int64_t>(room, 16)));
+}
 
 int RunServe(int argc, char** argv) {
   ServeArgs a;
@@ -74,7 +102,8 @@ int RunServe(int argc, char** argv) {
   app.add_option("--model", a.model_dir, "model directory (preprocessor configs)");
   app.add_option("--workers", a.workers, "media worker threads (default: hardware threads)")
       ->check(CLI::Range(0, 1024));
-  app.add_option("--queue-limit", a.queue_limit, "requests waiting for a worker before 429")
+  app.add_option("--queue-limit", a.queue_limit,
+                 "requests waiting for a worker (and, apart, for a fetch thread) before 429")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--http-threads", a.http_threads, "network threads")
@@ -83,6 +112,28 @@ int RunServe(int argc, char** argv) {
   app.add_option("--max-body-bytes", a.max_body_bytes, "HTTP request body limit")
       ->capture_default_str();
   app.add_option("--read-timeout-ms", a.read_timeout_ms, "HTTP request read timeout")
+      ->capture_default_str();
+  app.add_option("--max-connections", a.max_connections,
+                 "open client connections (more get 503; also bounded by the descriptor limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-inflight-bytes", a.max_inflight_bytes,
+                 "memory budget of all requests in flight: bodies, fetched media, outputs "
+                 "(over it: 429)")
+      ->capture_default_str();
+  app.add_option("--fetch-threads", a.fetch_threads, "threads fetching remote media")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--max-items", a.limits.max_items, "media items per request")
+      ->capture_default_str();
+  app.add_option("--max-request-pixels", a.limits.max_pixels,
+                 "resized pixels per request, all items and frames (bounds max_pixels too)")
+      ->capture_default_str();
+  app.add_option("--max-output-bytes", a.limits.max_output_bytes,
+                 "bytes of output tensors per request")
+      ->capture_default_str();
+  app.add_option("--request-timeout-ms", a.request_timeout_ms,
+                 "time for all media fetches of one request")
       ->capture_default_str();
   a.fetch_flags.Add(app);
   app.add_flag("--jpeg-draft", a.jpeg_draft,
@@ -100,8 +151,12 @@ int RunServe(int argc, char** argv) {
         ErrorCode::kUnsupported,
         "serve needs --preprocess-only in this build (the engine-backed API is not wired yet)");
   }
-  Require(a.max_body_bytes > 0 && a.read_timeout_ms > 0, ErrorCode::kInvalidArgument,
-          "limits and timeouts must be positive");
+  Require(a.max_body_bytes > 0 && a.read_timeout_ms > 0 && a.max_inflight_bytes > 0 &&
+              a.request_timeout_ms > 0 && a.limits.max_items > 0 && a.limits.max_pixels > 0 &&
+              a.limits.max_output_bytes > 0,
+          ErrorCode::kInvalidArgument, "limits and timeouts must be positive");
+  a.limits.request_timeout = std::chrono::milliseconds(a.request_timeout_ms);
+  const int max_connections = ConnectionCap(a.max_connections);
   a.fetch = a.fetch_flags.Resolve();
   int workers = a.workers > 0 ? a.workers : std::max(1u, std::thread::hardware_concurrency());
 
@@ -124,14 +179,17 @@ int RunServe(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  auto memory = std::make_shared<net::MemoryBudget>(a.max_inflight_bytes);
   auto fetcher = std::make_shared<const net::MediaFetcher>(a.fetch);
   media::MediaLimits limits;
   limits.max_encoded_bytes = std::max(a.fetch.max_image_bytes, a.fetch.max_video_bytes);
   limits.jpeg_draft = a.jpeg_draft;
   auto preprocessor = std::make_shared<const media::MediaPreprocessor>(
       media::LoadVisionProcessor(a.model_dir), limits);
-  auto service = std::make_shared<const net::PreprocessService>(fetcher, preprocessor);
-  auto pool = std::make_shared<net::WorkerPool>(workers, a.queue_limit);
+  auto service =
+      std::make_shared<const net::PreprocessService>(fetcher, preprocessor, a.limits, memory);
+  net::PreprocessPools pools{std::make_shared<net::WorkerPool>(workers, a.queue_limit),
+                             std::make_shared<net::WorkerPool>(a.fetch_threads, a.queue_limit)};
 
   net::HttpServerOptions http_options;
   http_options.host = a.host;
@@ -139,20 +197,28 @@ int RunServe(int argc, char** argv) {
   http_options.threads = a.http_threads;
   http_options.max_body_bytes = static_cast<uint64_t>(a.max_body_bytes);
   http_options.read_timeout = std::chrono::milliseconds(a.read_timeout_ms);
-  net::HttpServer http(http_options, net::MakePreprocessHttpHandler(service, pool));
+  http_options.max_connections = max_connections;
+  http_options.memory = memory;
+  net::HttpServer http(http_options, net::MakePreprocessHttpHandler(service, pools),
+                       net::MakePreprocessHeaderCheck(pools));
   http.Start();
 
   std::unique_ptr<net::GrpcPreprocessService> grpc_service;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
   if (a.grpc_port >= 0) {
-    grpc_service = std::make_unique<net::GrpcPreprocessService>(service, pool);
+    grpc_service = std::make_unique<net::GrpcPreprocessService>(service, pools);
     grpc::ServerBuilder builder;
     std::string address = (a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host) +
                           ":" + std::to_string(a.grpc_port);
     builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &grpc_port);
     builder.SetMaxReceiveMessageSize(
         static_cast<int>(std::min<int64_t>(a.max_body_bytes, INT32_MAX)));
+    // Responses are bounded by --max-output-bytes (plus grids and timestamps). gRPC clients
+    // receive at most 4 MB by default, less than one 640x480 image's tensor: clients must raise
+    // their limit (max_receive_message_length) to this.
+    builder.SetMaxSendMessageSize(
+        static_cast<int>(std::min<int64_t>(a.limits.max_output_bytes + (16 << 20), INT32_MAX)));
     builder.RegisterService(grpc_service.get());
     grpc_server = builder.BuildAndStart();
     Require(grpc_server != nullptr && grpc_port > 0, ErrorCode::kUnavailable,
@@ -173,7 +239,8 @@ int RunServe(int argc, char** argv) {
   http.StopAccepting();
   auto grace = std::chrono::milliseconds(a.shutdown_grace_ms);
   if (grpc_server) grpc_server->Shutdown(std::chrono::system_clock::now() + grace);
-  pool->Shutdown();  // finishes queued and running work; their responses are posted
+  pools.fetch->Shutdown();    // fetches finish (and hand their decoding to the workers)
+  pools.workers->Shutdown();  // finishes queued and running work; their responses are posted
   http.Stop(grace);
   return 0;
 }

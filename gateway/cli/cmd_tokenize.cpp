@@ -1,14 +1,13 @@
 // m3-gateway tokenize: encodes a text file (raw bytes, invalid UTF-8 replaced) with a
 // tokenizer.json and prints {"ids":[...]} as the last line of stdout.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "gateway/cli/command.h"
+#include "gateway/cli/input_file.h"
 #include "gateway/tokenizer/tokenizer.h"
 #include "shared/error.h"
 
@@ -28,12 +27,8 @@ int Run(int argc, char** argv) {
     return app.exit(e);
   }
   const auto tokenizer = m3::tok::Tokenizer::FromFile(tokenizer_path);
-  std::ifstream in(text_path, std::ios::binary);
-  m3::Require(static_cast<bool>(in), m3::ErrorCode::kNotFound,
-              "cannot open text file '" + text_path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  const auto ids = tokenizer.Encode(text.str(), add_special_tokens);
+  const std::string text = m3::cli::ReadInputFile(text_path, int64_t{1} << 30, "text file");
+  const auto ids = tokenizer.Encode(text, add_special_tokens);
   std::printf("%s\n", nlohmann::json{{"ids", ids}}.dump().c_str());
   return 0;
 }

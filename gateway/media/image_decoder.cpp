@@ -3,6 +3,7 @@
 #include "gateway/media/image_decoder.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -17,14 +18,29 @@
 namespace m3::media {
 namespace {
 
+// A GIF sent as an image is its first frame (as PIL's Image.open gives it). FFmpeg decodes it,
+// but it is an image: the video bounds on length and frame count do not apply (only one frame
+// is decoded), and failures are reported as GIF errors, not video ones.
 ImageBuffer DecodeGif(std::string_view bytes, const MediaLimits& limits) {
-  VideoDecoder decoder(bytes, limits);
+  MediaLimits first_frame = limits;
+  first_frame.max_video_seconds = 1e18;
+  first_frame.max_video_frames_decoded = INT64_MAX;
   ImageBuffer first;
-  const double t0 = 0.0;
-  decoder.Decode(std::span<const double>(&t0, 1), [&](const ImageBuffer& f, int64_t, double) {
-    first = f;
-    return false;
-  });
+  try {
+    VideoDecoder decoder(bytes, first_frame);
+    const double t0 = 0.0;
+    decoder.Decode(std::span<const double>(&t0, 1), [&](const ImageBuffer& f, int64_t, double) {
+      first = f;
+      return false;
+    });
+  } catch (const Error& e) {
+    std::string message = e.what();
+    if (message.rfind("video: ", 0) == 0) message = message.substr(7);
+    throw Error(e.code() == ErrorCode::kTooLarge ? e.code() : ErrorCode::kInvalidArgument,
+                "GIF: " + message);
+  }
+  Require(first.width > 0 && first.height > 0, ErrorCode::kInvalidArgument,
+          "GIF: no frame could be decoded");
   return first;
 }
 

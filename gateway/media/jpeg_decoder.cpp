@@ -3,9 +3,11 @@
 // functions below, which hold nothing with a destructor.
 #include "gateway/media/jpeg_decoder.h"
 
-#include <jpeglib.h>
 #include <csetjmp>
 #include <cstdio>
+// After <cstdio>: jpeglib.h needs FILE.
+#include <jerror.h>
+#include <jpeglib.h>
 #include <string>
 
 #include "gateway/media/bicubic_resampler.h"
@@ -31,8 +33,25 @@ void OnError(j_common_ptr cinfo) {
   std::longjmp(state->jump, 1);
 }
 
-// Warnings (e.g. "Corrupt JPEG data: extraneous bytes") do not stop decoding, as in PIL.
-void OnMessage(j_common_ptr, int) {}
+// Warnings (e.g. "Corrupt JPEG data: extraneous bytes") do not stop decoding, as in PIL, with
+// one exception: the entropy-coded data ending (at a marker or at the end of the file) before
+// the picture's first pass is complete. libjpeg would fill the rest with gray, so a forged
+// header (9000x9000 over the data of a 64x64 picture) would decode to a large blank image and
+// cost the full decode. A progressive picture whose later refinement scans are cut is fine
+// (its first scan covers every pixel; PIL decodes it the same way).
+void OnMessage(j_common_ptr cinfo, int level) {
+  if (level >= 0 || cinfo->is_decompressor == 0) return;
+  const int code = cinfo->err->msg_code;
+  if (code != JWRN_HIT_MARKER && code != JWRN_JPEG_EOF) return;
+  const auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (d->progressive_mode && d->input_scan_number > 1) return;
+  auto* state = reinterpret_cast<ErrorState*>(cinfo->err);
+  std::snprintf(state->message, sizeof(state->message),
+                "the image data ends before the declared %ux%u picture is complete (truncated "
+                "data or a header that claims more than the file holds)",
+                d->image_width, d->image_height);
+  std::longjmp(state->jump, 1);
+}
 
 // The decompressor with our error handler, reading `bytes`; jpeg_read_header done.
 // Returns false (message in state) on a libjpeg error.

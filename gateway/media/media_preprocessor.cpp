@@ -2,6 +2,7 @@
 // patch layout and prompt text. Nothing here knows which model it serves.
 #include "gateway/media/media_preprocessor.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,7 +35,8 @@ MediaPreprocessor::MediaPreprocessor(std::shared_ptr<const VisionProcessor> proc
 }
 
 PreprocessedMedia MediaPreprocessor::ProcessImage(std::string_view bytes,
-                                                  const MediaOptions& options) const {
+                                                  const MediaOptions& options,
+                                                  const OutputCheck& check) const {
   Require(static_cast<int64_t>(bytes.size()) <= limits_.max_encoded_bytes, ErrorCode::kTooLarge,
           "image of " + std::to_string(bytes.size()) + " bytes is over the limit");
   const ImageHeader header = ReadImageHeader(bytes);
@@ -46,8 +48,12 @@ PreprocessedMedia MediaPreprocessor::ProcessImage(std::string_view bytes,
               " pixels (decompression bomb guard)");
   Require(!header.animated || header.format != MediaFormat::kWebp, ErrorCode::kUnsupported,
           "animated WebP is not supported as an image (send it as a video)");
-  // Shape checks (aspect ratio) before spending time on decoding.
-  processor_->ImageResize(header.height, header.width, options);
+  // Shape checks (aspect ratio) and the output bounds before spending time on decoding.
+  {
+    const ResizeTarget t = processor_->ImageResize(header.height, header.width, options);
+    const PatchLayout l = processor_->Layout(1, t.height, t.width);
+    if (check) check(t.height * t.width, l.rows * l.patch_dim * int64_t{sizeof(float)});
+  }
 
   // JPEG and PNG (the common cases) decode and resize in one streaming pass, never holding the
   // full-size picture; other formats, and CMYK JPEGs, are decoded whole first.
@@ -91,7 +97,8 @@ PreprocessedMedia MediaPreprocessor::ProcessImage(std::string_view bytes,
 }
 
 PreprocessedMedia MediaPreprocessor::ProcessVideo(std::string_view bytes,
-                                                  const MediaOptions& options) const {
+                                                  const MediaOptions& options,
+                                                  const OutputCheck& check) const {
   const MediaFormat format = SniffFormat(bytes);
   Require(format != MediaFormat::kPng && format != MediaFormat::kJpeg &&
               format != MediaFormat::kBmp && format != MediaFormat::kTiff,
@@ -119,6 +126,12 @@ PreprocessedMedia MediaPreprocessor::ProcessVideo(std::string_view bytes,
   const int64_t expected =
       sampling.all_frames ? info.frame_count : static_cast<int64_t>(times.size());
   const ResizeTarget target = processor_->VideoResize(info.height, info.width, expected, options);
+  if (check) {
+    const PatchLayout l =
+        processor_->Layout(std::max<int64_t>(expected, 1), target.height, target.width);
+    check(std::max<int64_t>(expected, 1) * target.height * target.width,
+          l.rows * l.patch_dim * int64_t{sizeof(float)});
+  }
 
   // One resampler per input size (a stream may change resolution mid-way).
   std::unique_ptr<BicubicResampler> resampler;

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -27,14 +28,22 @@ struct PreprocessedMedia {
   std::string prompt_expansion;       // the placeholder text run (vision processor's)
 };
 
+// Called with an item's output size (resized pixels over all its frames, and the bytes of its
+// pixel tensor) once they are known and before the pixels are decoded or the tensor is
+// allocated; throws (an m3::Error) to refuse the item. This is where a caller enforces
+// per-request and process-wide memory bounds.
+using OutputCheck = std::function<void(int64_t pixels, int64_t tensor_bytes)>;
+
 class MediaPreprocessor {
  public:
   MediaPreprocessor(std::shared_ptr<const VisionProcessor> processor, MediaLimits limits);
 
   // Errors (m3::Error): kInvalidArgument (not an image / corrupt / truncated), kUnsupported
   // (a recognised format this build cannot decode), kTooLarge (over a MediaLimits bound).
-  PreprocessedMedia ProcessImage(std::string_view encoded_bytes, const MediaOptions& options) const;
-  PreprocessedMedia ProcessVideo(std::string_view encoded_bytes, const MediaOptions& options) const;
+  PreprocessedMedia ProcessImage(std::string_view encoded_bytes, const MediaOptions& options,
+                                 const OutputCheck& check = {}) const;
+  PreprocessedMedia ProcessVideo(std::string_view encoded_bytes, const MediaOptions& options,
+                                 const OutputCheck& check = {}) const;
 
   const VisionProcessor& processor() const { return *processor_; }
   const MediaLimits& limits() const { return limits_; }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <csetjmp>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -36,6 +37,7 @@ constexpr uint64_t kMaxInflateRatio = 1032;
 struct ChunkScan {
   int orientation = 1;
   uint64_t idat_bytes = 0;  // IDAT payload present in the data
+  size_t idat_end = 0;      // just past the last IDAT chunk (its CRC included)
 };
 
 // Walks the chunk list without decoding anything. Stops quietly at the first malformed chunk:
@@ -54,6 +56,7 @@ ChunkScan ScanChunks(std::string_view b) {
     if (type == "IDAT") {
       seen_idat = true;
       scan.idat_bytes += std::min<uint64_t>(length, b.size() - data);
+      scan.idat_end = std::min<size_t>(b.size(), data + static_cast<size_t>(length) + 4);
     } else if (type == "IEND") {
       break;
     } else if (type == "eXIf" && complete && length >= 2) {
@@ -82,6 +85,12 @@ struct Reader {
   png_infop end = nullptr;
   const uint8_t* data = nullptr;
   size_t size = 0, offset = 0;
+  // Once the last rows are being read, libpng inflates whatever IDAT data follows them to find
+  // the end of the zlib stream (png_read_finish_IDAT), and png_read_end reads any further IDAT
+  // chunks: a 100x100 picture followed by 16 MB of compressed zeros would inflate 16 GiB. From
+  // `finish_from` on, at most `finish_budget` bytes of IDAT (up to `idat_end`) may be read.
+  size_t finish_from = SIZE_MAX, idat_end = 0;
+  uint64_t finish_budget = 0;
   char message[256] = {};
 
   explicit Reader(std::string_view bytes);
@@ -108,6 +117,14 @@ void OnWarning(png_structp, png_const_charp) {}
 void OnRead(png_structp png, png_bytep out, size_t n) {
   auto* r = static_cast<Reader*>(png_get_io_ptr(png));
   if (n > r->size - r->offset) png_error(png, "truncated data");
+  if (r->offset + n > r->finish_from && r->finish_from < r->idat_end) {
+    const size_t end = std::min(r->offset + n, r->idat_end);
+    if (end > r->finish_from && end - r->finish_from > r->finish_budget) {
+      png_error(png,
+                "surplus image data: the IDAT chunks hold more compressed data after the last "
+                "row than the picture needs (refused instead of inflating it)");
+    }
+  }
   std::memcpy(out, r->data + r->offset, n);
   r->offset += n;
 }
@@ -128,6 +145,14 @@ bool ReadHeader(Reader& r) {
   if (setjmp(png_jmpbuf(r.png))) return false;
   png_read_info(r.png, r.info);
   return true;
+}
+
+// Called before the last `rows` rows are read: bounds the IDAT input from here on (see Reader).
+// Those rows compress to at most about their raw size; the rest covers libpng's read-ahead and
+// the end of the zlib stream.
+void BeginFinish(Reader& r, size_t row_bytes, int64_t rows) {
+  r.finish_from = r.offset;
+  r.finish_budget = 2 * static_cast<uint64_t>(rows) * (row_bytes + 1) + 65536;
 }
 
 // Reads the next `n` rows (of the current pass, for interlaced pictures) into rows[0..n).
@@ -193,6 +218,7 @@ Format ReadFormat(Reader& r) {
   const ChunkScan scan =
       ScanChunks(std::string_view(reinterpret_cast<const char*>(r.data), r.size));
   f.orientation = scan.orientation;
+  r.idat_end = scan.idat_end;
   const uint64_t idat = scan.idat_bytes;
   Require(filtered <= idat * kMaxInflateRatio, ErrorCode::kInvalidArgument,
           "PNG: truncated image data: " + std::to_string(idat) + " bytes of IDAT cannot hold a " +
@@ -281,6 +307,10 @@ void DecodeInterlaced(Reader& r, const Format& f, ImageBuffer& out) {
   std::vector<uint8_t> rgb(static_cast<size_t>(3 * f.width));
   std::array<uint8_t*, kStripRows> rows{};
   for (int64_t i = 0; i < kStripRows; ++i) rows[i] = raw.data() + i * f.row_bytes;
+  int last_pass = 0;
+  for (int pass = 0; pass < 7; ++pass) {
+    if (PNG_PASS_COLS(f.width, pass) > 0 && PNG_PASS_ROWS(f.height, pass) > 0) last_pass = pass;
+  }
   for (int pass = 0; pass < 7; ++pass) {
     const int64_t cols = PNG_PASS_COLS(f.width, pass), pass_rows = PNG_PASS_ROWS(f.height, pass);
     if (cols == 0 || pass_rows == 0) continue;  // libpng skips empty passes too
@@ -288,6 +318,7 @@ void DecodeInterlaced(Reader& r, const Format& f, ImageBuffer& out) {
     const int64_t y0 = PNG_PASS_START_ROW(pass), dy = int64_t{1} << PNG_PASS_ROW_SHIFT(pass);
     for (int64_t row = 0; row < pass_rows; row += kStripRows) {
       const int64_t n = std::min(kStripRows, pass_rows - row);
+      if (pass == last_pass && row + n >= pass_rows) BeginFinish(r, f.row_bytes, n);
       if (!ReadRows(r, rows.data(), n)) r.Fail();
       for (int64_t i = 0; i < n; ++i) {
         ConvertRow(f, rows[i], cols, rgb.data());
@@ -331,8 +362,9 @@ std::optional<ImageBuffer> DecodePng(std::string_view bytes) {
   } else {
     std::vector<uint8_t> raw(f.direct() ? 0 : f.row_bytes * kStripRows);
     for (int64_t y = 0; y < f.height; y += kStripRows) {
-      ReadRgbRows(r, f, raw, std::min(kStripRows, f.height - y),
-                  [&](int64_t i) { return out.row(y + i); });
+      const int64_t n = std::min(kStripRows, f.height - y);
+      if (y + n >= f.height) BeginFinish(r, f.row_bytes, n);
+      ReadRgbRows(r, f, raw, n, [&](int64_t i) { return out.row(y + i); });
     }
   }
   if (!ReadEnd(r)) r.Fail();
@@ -357,6 +389,7 @@ std::optional<ImageBuffer> DecodePngResized(std::string_view bytes, int64_t out_
   std::vector<uint8_t> raw(f.direct() ? 0 : f.row_bytes * kStripRows);
   for (int64_t y = 0; y < f.height; y += kStripRows) {
     const int64_t n = std::min(kStripRows, f.height - y);
+    if (y + n >= f.height) BeginFinish(r, f.row_bytes, n);
     ReadRgbRows(r, f, raw, n, [&](int64_t i) { return strip.row(i); });
     stream.Push(strip, n);
   }

@@ -352,6 +352,20 @@ VideoDecoder::VideoDecoder(std::string_view bytes, const MediaLimits& limits)
   Require(duration <= limits.max_video_seconds, ErrorCode::kTooLarge,
           "video of " + std::to_string(duration) + " s is longer than the limit of " +
               std::to_string(limits.max_video_seconds) + " s");
+  // The container's index (MP4 sample tables, Matroska cues) times the frames themselves; a
+  // file can declare 2 s while its samples are 2^31 ticks apart. Sampling by the declared
+  // duration would then ask for frames that are not there and repeat one instead.
+  if (const int entries = avformat_index_get_entries_count(st); entries > 0) {
+    const AVIndexEntry* last = avformat_index_get_entry(st, entries - 1);
+    if (last != nullptr && last->timestamp != AV_NOPTS_VALUE) {
+      const double end =
+          (static_cast<double>(last->timestamp) - static_cast<double>(s.start_pts)) * s.time_base;
+      Require(end <= limits.max_video_seconds, ErrorCode::kTooLarge,
+              "video: its index places frames at " + std::to_string(end) +
+                  " s, past the limit of " + std::to_string(limits.max_video_seconds) +
+                  " s (the declared duration is " + std::to_string(duration) + " s)");
+    }
+  }
   info.duration = duration;
   if (info.fps <= 0) info.fps = st->nb_frames > 0 ? st->nb_frames / duration : 25.0;
   info.frame_count =
@@ -459,6 +473,13 @@ int64_t VideoDecoder::Decode(std::span<const double> times, const FrameSink& sin
     const int64_t dur = f->pkt_duration;
 #endif
     const double d = dur > 0 ? dur * s.time_base : frame_period;
+    // The declared duration can be small while the frames' own timing says otherwise (an MP4
+    // whose sample durations claim 2^32 s in all): sampling by those times would repeat one
+    // frame for the whole request. The length bound applies to the timing actually used.
+    Require(t + d <= s.limits.max_video_seconds, ErrorCode::kTooLarge,
+            "video: a frame's timing reaches " + std::to_string(t + d) + " s, past the limit of " +
+                std::to_string(s.limits.max_video_seconds) +
+                " s (the container's timestamps claim a longer video than its duration)");
     bool converted = false;
     auto deliver = [&](int64_t target) {
       if (!converted) {

@@ -45,7 +45,10 @@ std::string Base64Encode(std::string_view bytes) {
   return out;
 }
 
-std::string Base64Decode(std::string_view text, std::string_view what) {
+namespace {
+
+// Checks `text` and, when `out` is given, decodes into it. Returns the decoded size.
+size_t Decode(std::string_view text, std::string_view what, std::string* out) {
   auto bad = [&](size_t offset, const std::string& why) {
     throw Error(ErrorCode::kInvalidArgument, "invalid " + std::string(what) + ": " + why +
                                                  " at offset " + std::to_string(offset));
@@ -58,10 +61,10 @@ std::string Base64Decode(std::string_view text, std::string_view what) {
   }
   if (pad > 0 && (n + pad) % 4 != 0) bad(n, "wrong '=' padding");
   if (n % 4 == 1) bad(n, "truncated (length is not a valid base64 length)");
-  std::string out;
-  out.reserve(n / 4 * 3 + 2);
+  if (out) out->reserve(n / 4 * 3 + 2);
   uint32_t acc = 0;
   int bits = 0;
+  size_t size = 0;
   for (size_t i = 0; i < n; ++i) {
     int8_t v = kDecode[static_cast<unsigned char>(text[i])];
     if (v < 0)
@@ -70,10 +73,23 @@ std::string Base64Decode(std::string_view text, std::string_view what) {
     bits += 6;
     if (bits >= 8) {
       bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
+      if (out) *out += static_cast<char>((acc >> bits) & 0xff);
+      ++size;
     }
   }
+  return size;
+}
+
+}  // namespace
+
+std::string Base64Decode(std::string_view text, std::string_view what) {
+  std::string out;
+  Decode(text, what, &out);
   return out;
+}
+
+size_t Base64Check(std::string_view text, std::string_view what) {
+  return Decode(text, what, nullptr);
 }
 
 }  // namespace m3::net

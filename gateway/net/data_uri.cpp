@@ -49,9 +49,40 @@ std::string PercentDecode(std::string_view s) {
   return out;
 }
 
+// Untrusted text in a message: printable ASCII as is, everything else (a NUL would cut the
+// message short in C APIs and logs) as \xNN.
+std::string Printable(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < 80; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out += static_cast<char>(c);
+    } else {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return s.size() > 80 ? out + "..." : out;
+}
+
+// RFC 2045 token characters (type, subtype and parameter names).
+bool IsMimeToken(std::string_view s) {
+  if (s.empty()) return false;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c <= 0x20 || c >= 0x7F ||
+        std::string_view("()<>@,;:\\\"/[]?=").find(ch) != std::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
-DataUri ParseDataUri(std::string_view uri, int64_t max_bytes) {
+DataUriHeader ParseDataUriHeader(std::string_view uri) {
   if (UrlScheme(uri) != "data") throw Error(ErrorCode::kInvalidArgument, "not a data: URI");
   std::string_view rest = uri.substr(5);
   size_t comma = rest.find(',');
@@ -59,14 +90,18 @@ DataUri ParseDataUri(std::string_view uri, int64_t max_bytes) {
     throw Error(ErrorCode::kInvalidArgument, "invalid data: URI: missing ',' before the payload");
   }
   std::string_view header = rest.substr(0, comma);
-  std::string_view payload = rest.substr(comma + 1);
-  DataUri out;
+  DataUriHeader out;
+  out.payload_offset = 5 + comma + 1;
   size_t semi = header.find(';');
   out.media_type = Lower(Trim(header.substr(0, semi)));
   if (out.media_type.empty()) out.media_type = "text/plain";
-  if (out.media_type.find('/') == std::string::npos) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "invalid data: URI: media type '" + out.media_type + "' is not type/subtype");
+  const size_t slash = out.media_type.find('/');
+  if (slash == std::string::npos ||
+      !IsMimeToken(std::string_view(out.media_type).substr(0, slash)) ||
+      !IsMimeToken(std::string_view(out.media_type).substr(slash + 1))) {
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        "invalid data: URI: media type '" + Printable(out.media_type) + "' is not type/subtype");
   }
   while (semi != std::string_view::npos) {
     header = header.substr(semi + 1);
@@ -77,13 +112,27 @@ DataUri ParseDataUri(std::string_view uri, int64_t max_bytes) {
         throw Error(ErrorCode::kInvalidArgument, "invalid data: URI: ';base64' must come last");
       }
       out.base64 = true;
-    } else if (param.find('=') == std::string::npos) {
+    } else if (param.find('=') == std::string::npos ||
+               !IsMimeToken(std::string_view(param).substr(0, param.find('=')))) {
       throw Error(ErrorCode::kInvalidArgument,
-                  "invalid data: URI: parameter '" + param + "' is not name=value");
+                  "invalid data: URI: parameter '" + Printable(param) + "' is not name=value");
     }
   }
-  int64_t estimate = out.base64 ? static_cast<int64_t>(payload.size() / 4 * 3)
-                                : static_cast<int64_t>(payload.size() / 3);
+  return out;
+}
+
+int64_t DataUriDecodedEstimate(const DataUriHeader& header, size_t payload_bytes) {
+  return header.base64 ? static_cast<int64_t>(payload_bytes / 4 * 3)
+                       : static_cast<int64_t>(payload_bytes / 3);
+}
+
+DataUri ParseDataUri(std::string_view uri, int64_t max_bytes) {
+  DataUriHeader h = ParseDataUriHeader(uri);
+  std::string_view payload = uri.substr(h.payload_offset);
+  DataUri out;
+  out.media_type = std::move(h.media_type);
+  out.base64 = h.base64;
+  int64_t estimate = DataUriDecodedEstimate(h, payload.size());
   if (estimate > max_bytes) {
     throw Error(ErrorCode::kTooLarge, "data: URI payload is about " + std::to_string(estimate) +
                                           " bytes, over the limit of " + std::to_string(max_bytes));

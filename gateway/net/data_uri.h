@@ -19,4 +19,15 @@ struct DataUri {
 // would exceed max_bytes (checked from the encoded length before decoding).
 DataUri ParseDataUri(std::string_view uri, int64_t max_bytes);
 
+// The part before the payload, checked without decoding anything (cheap enough to run before
+// a request is queued). Throws kInvalidArgument like ParseDataUri.
+struct DataUriHeader {
+  std::string media_type;
+  bool base64 = false;
+  size_t payload_offset = 0;  // in the URI
+};
+DataUriHeader ParseDataUriHeader(std::string_view uri);
+// The decoded size a payload of `payload_bytes` characters can have at most.
+int64_t DataUriDecodedEstimate(const DataUriHeader& header, size_t payload_bytes);
+
 }  // namespace m3::net

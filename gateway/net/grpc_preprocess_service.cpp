@@ -1,6 +1,9 @@
 // gRPC Preprocess service (see grpc_preprocess_service.h).
 #include "gateway/net/grpc_preprocess_service.h"
 
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
 #include "gateway/net/api_error.h"
 #include "shared/log.h"
 
@@ -83,26 +86,46 @@ PreprocessRequest FromProto(const pb::PreprocessRequest& request) {
 }
 
 grpc::ServerUnaryReactor* GrpcPreprocessService::Preprocess(grpc::CallbackServerContext* context,
-                                                            const pb::PreprocessRequest* request,
-                                                            pb::PreprocessResponse* response) {
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto service = service_;
-  bool queued = pool_->TrySubmit([service, request, response, reactor] {
-    grpc::Status status;
-    try {
-      FillResponse(service->Run(FromProto(*request)), response);
-    } catch (const Error& e) {
-      status = ToStatus(e);
-    } catch (const std::exception& e) {
-      Log(LogLevel::kError, "grpc preprocess failed: ", e.what());
-      status = grpc::Status(grpc::StatusCode::INTERNAL, "internal error");
+  PreprocessRequest admitted;
+  try {
+    pb::PreprocessRequest message;
+    grpc::ByteBuffer copy(*request);  // Deserialize consumes its buffer
+    const grpc::Status parsed =
+        grpc::SerializationTraits<pb::PreprocessRequest>::Deserialize(&copy, &message);
+    if (!parsed.ok()) {
+      reactor->Finish(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       "the request is not a valid m3.preprocess.v1.PreprocessRequest message (" +
+                           std::to_string(request->Length()) + " bytes could not be parsed)"));
+      return reactor;
     }
-    reactor->Finish(status);
-  });
-  if (!queued) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 "the preprocessing queue is full; retry later"));
+    admitted = FromProto(message);
+    service_->Admit(admitted);
+  } catch (const Error& e) {
+    reactor->Finish(ToStatus(e));
+    return reactor;
   }
+  StartPreprocess(service_, pools_, std::move(admitted),
+                  [reactor, response](PreprocessResult* result, std::exception_ptr error) {
+                    grpc::Status status;
+                    try {
+                      if (error) std::rethrow_exception(error);
+                      pb::PreprocessResponse message;
+                      FillResponse(*result, &message);
+                      bool own = false;
+                      status = grpc::SerializationTraits<pb::PreprocessResponse>::Serialize(
+                          message, response, &own);
+                    } catch (const Error& e) {
+                      status = ToStatus(e);
+                    } catch (const std::exception& e) {
+                      Log(LogLevel::kError, "grpc preprocess failed: ", e.what());
+                      status = grpc::Status(grpc::StatusCode::INTERNAL, "internal error");
+                    }
+                    reactor->Finish(status);
+                  });
   return reactor;
 }
 
@@ -110,8 +133,8 @@ grpc::ServerUnaryReactor* GrpcPreprocessService::Health(grpc::CallbackServerCont
                                                         const pb::HealthRequest*,
                                                         pb::HealthResponse* response) {
   response->set_ok(true);
-  response->set_queued(pool_->queued());
-  response->set_running(pool_->running());
+  response->set_queued(pools_.workers->queued());
+  response->set_running(pools_.workers->running());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

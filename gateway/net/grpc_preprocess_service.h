@@ -1,32 +1,36 @@
-// The gRPC Preprocess service (proto/preprocess.proto) over the same pipeline and worker
-// pool as HTTP: the callback API hands each call to the pool, so gRPC threads never do media
-// work, and a full queue is RESOURCE_EXHAUSTED at once.
+// The gRPC Preprocess service (proto/preprocess.proto) over the same pipeline and pools as
+// HTTP: a call is admitted on the gRPC thread (bad input is INVALID_ARGUMENT at once), then
+// staged by StartPreprocess, so gRPC threads never do media work, and a full queue is
+// RESOURCE_EXHAUSTED at once. Preprocess takes the raw message bytes and parses them itself:
+// gRPC's own deserialization failure would answer a malformed message with a status that
+// names nothing; here it is INVALID_ARGUMENT saying what could not be parsed.
 #pragma once
 
 #include <memory>
 
-#include "gateway/net/preprocess_service.h"
-#include "gateway/net/worker_pool.h"
+#include "gateway/net/preprocess_pipeline.h"
 #include "preprocess.grpc.pb.h"
 
 namespace m3::net {
 
-class GrpcPreprocessService final : public m3::preprocess::v1::Preprocess::CallbackService {
+class GrpcPreprocessService final
+    : public m3::preprocess::v1::Preprocess::WithRawCallbackMethod_Preprocess<
+          m3::preprocess::v1::Preprocess::WithCallbackMethod_Health<
+              m3::preprocess::v1::Preprocess::Service>> {
  public:
-  GrpcPreprocessService(std::shared_ptr<const PreprocessService> service,
-                        std::shared_ptr<WorkerPool> pool)
-      : service_(std::move(service)), pool_(std::move(pool)) {}
+  GrpcPreprocessService(std::shared_ptr<const PreprocessService> service, PreprocessPools pools)
+      : service_(std::move(service)), pools_(std::move(pools)) {}
 
   grpc::ServerUnaryReactor* Preprocess(grpc::CallbackServerContext* context,
-                                       const m3::preprocess::v1::PreprocessRequest* request,
-                                       m3::preprocess::v1::PreprocessResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* context,
                                    const m3::preprocess::v1::HealthRequest* request,
                                    m3::preprocess::v1::HealthResponse* response) override;
 
  private:
   std::shared_ptr<const PreprocessService> service_;
-  std::shared_ptr<WorkerPool> pool_;
+  PreprocessPools pools_;
 };
 
 // Converts a gRPC request to the pipeline's request; throws ParamError for bad input.

@@ -189,9 +189,17 @@ asio::awaitable<std::string> FetchWithRedirects(std::string url_text, const Fetc
 HttpFetcher::HttpFetcher(const FetchOptions& options, std::shared_ptr<const SsrfGuard> guard)
     : options_(options), guard_(std::move(guard)), tls_(MakeClientTlsContext(options)) {}
 
-std::string HttpFetcher::Get(std::string_view url, int64_t max_bytes) const {
+std::string HttpFetcher::Get(std::string_view url, int64_t max_bytes,
+                             std::optional<Clock::time_point> request_deadline) const {
   asio::io_context ioc(1);
   auto deadline = Clock::now() + options_.total_timeout;
+  const bool request_bound = request_deadline && *request_deadline < deadline;
+  if (request_bound) deadline = *request_deadline;
+  if (deadline <= Clock::now()) {
+    throw Error(ErrorCode::kDeadlineExceeded,
+                "the request's time for fetching media ran out before " +
+                    std::string(url.substr(0, 200)) + " was fetched");
+  }
   Progress progress;
   progress.url = std::string(url.substr(0, 200));
   std::optional<std::string> body;
@@ -221,7 +229,9 @@ std::string HttpFetcher::Get(std::string_view url, int64_t max_bytes) const {
     }
     throw Error(
         ErrorCode::kDeadlineExceeded,
-        "timed out after " + std::to_string(options_.total_timeout.count()) + " ms " + where);
+        request_bound
+            ? "the request's time for fetching media ran out while " + where
+            : "timed out after " + std::to_string(options_.total_timeout.count()) + " ms " + where);
   }
   try {
     std::rethrow_exception(failure);

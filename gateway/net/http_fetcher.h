@@ -6,8 +6,10 @@
 // can never hang or grow without bound. Safe to call from many threads at once.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,7 +30,9 @@ class HttpFetcher {
   // http downgrade), kTooLarge (over max_bytes), kDeadlineExceeded (timeouts),
   // kUnavailable (connection/TLS failures, 5xx), kInvalidArgument (bad URL, redirect loop or
   // too many redirects, 4xx from the server).
-  std::string Get(std::string_view url, int64_t max_bytes) const;
+  // `deadline`, when set, ends the fetch earlier than its own total timeout would.
+  std::string Get(std::string_view url, int64_t max_bytes,
+                  std::optional<std::chrono::steady_clock::time_point> deadline = {}) const;
 
  private:
   FetchOptions options_;

@@ -1,7 +1,9 @@
 // Beast HTTP/1.1 server: listener and per-connection sessions (see http_server.h).
 #include "gateway/net/http_server.h"
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <mutex>
 #include <utility>
 
@@ -29,59 +31,143 @@ HttpResponse ErrorResponse(int status, const std::string& message, std::string_v
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler,
-          std::shared_ptr<HttpServer::Shared> shared)
+          const HttpHeaderCheck& header_check, std::shared_ptr<HttpServer::Shared> shared)
       : stream_(std::move(socket)),
         options_(options),
         handler_(handler),
-        shared_(std::move(shared)) {}
+        header_check_(header_check),
+        shared_(std::move(shared)) {
+    shared_->connections.fetch_add(1);
+  }
+  ~Session() { shared_->connections.fetch_sub(1); }
 
   void Run() {
     asio::dispatch(stream_.get_executor(),
-                   beast::bind_front_handler(&Session::Read, shared_from_this()));
+                   beast::bind_front_handler(&Session::StartRequest, shared_from_this()));
+  }
+
+  // Over the connection cap: answer 503 without reading anything, then close.
+  void Refuse(int64_t cap) {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this(), cap] {
+      self->keep_alive_ = false;
+      self->request_error_ = true;
+      HttpResponse res = ErrorResponse(
+          503, "the server is at its limit of " + std::to_string(cap) + " connections; retry later",
+          "server_busy");
+      res.set(http::field::retry_after, "1");
+      self->Write(std::move(res));
+    });
   }
 
  private:
-  void Read() {
-    parser_.emplace();
-    parser_->body_limit(options_.max_body_bytes);
-    parser_->header_limit(64 * 1024);
+  void StartRequest() {
+    HttpParserLimits limits = options_.parser;
+    limits.max_body_bytes = options_.max_body_bytes;
+    parser_.emplace(limits);
+    header_checked_ = false;
+    body_reservation_ = options_.memory ? options_.memory->Open() : MemoryBudget::Reservation();
     // The first request gets the read timeout; between keep-alive requests the idle one.
     stream_.expires_after(first_ ? options_.read_timeout : options_.idle_timeout);
     first_ = false;
-    http::async_read_header(stream_, buffer_, *parser_,
-                            beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
+    Process();
   }
 
-  void OnHeader(beast::error_code ec, size_t) {
-    if (ec) return OnReadError(ec);
-    stream_.expires_after(options_.read_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+  // Feeds buffered bytes to the parser and acts on what it found; reads more when it needs to.
+  void Process() {
+    for (;;) {
+      const size_t used = parser_->Feed(pending_);
+      pending_.erase(0, used);
+      if (parser_->failed()) {
+        return RefuseRequest(parser_->error_status(), parser_->error_message(),
+                             parser_->error_status() == 413   ? "payload_too_large"
+                             : parser_->error_status() == 431 ? "header_fields_too_large"
+                                                              : "invalid_request");
+      }
+      if (parser_->header_done() && !header_checked_) {
+        header_checked_ = true;
+        stream_.expires_after(options_.read_timeout);
+        if (header_check_) {
+          std::optional<HttpResponse> refusal;
+          try {
+            refusal = header_check_(parser_->header());
+          } catch (const std::exception& e) {
+            Log(LogLevel::kError, "http header check threw: ", e.what());
+            refusal = ErrorResponse(500, "internal error", "internal_error");
+          }
+          if (refusal) return RefuseWith(std::move(*refusal));
+        }
+        if (!Charge(parser_->chunked() ? 0 : parser_->content_length())) return;
+        const bool body_follows = parser_->chunked() || parser_->content_length() > 0;
+        if (parser_->expects_continue() && body_follows && pending_.empty()) {
+          return SendContinue();
+        }
+        continue;
+      }
+      if (parser_->chunked() && !Charge(parser_->body_bytes())) return;
+      if (parser_->done()) return Dispatch();
+      if (!pending_.empty() && used > 0) continue;
+      return ReadMore();
+    }
+  }
+
+  // Makes the body reservation cover `bytes`; answers 429 and returns false when it cannot.
+  bool Charge(uint64_t bytes) {
+    if (!options_.memory) return true;
+    const int64_t want = static_cast<int64_t>(bytes) - body_reservation_.bytes();
+    if (want <= 0) return true;
+    // Chunked bodies reserve ahead in steps, so the budget is not touched for every chunk.
+    const int64_t step = parser_->chunked() ? std::max<int64_t>(want, 1 << 20) : want;
+    if (body_reservation_.TryGrow(step) || body_reservation_.TryGrow(want)) return true;
+    HttpResponse res = ErrorResponse(
+        429,
+        "the server is busy: request bodies in flight would exceed its memory budget of " +
+            std::to_string(options_.memory->limit()) + " bytes; retry later",
+        "server_busy");
+    res.set(http::field::retry_after, "1");
+    RefuseWith(std::move(res));
+    return false;
+  }
+
+  void ReadMore() {
+    stream_.async_read_some(asio::buffer(scratch_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->OnReadError(ec);
+                              self->pending_.append(self->scratch_.data(), n);
+                              self->Process();
+                            });
+  }
+
+  void SendContinue() {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        if (ec) return self->Close();
+                        self->Process();
+                      });
   }
 
   void OnReadError(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == asio::error::connection_reset || ec == asio::error::eof ||
-        ec == asio::error::operation_aborted) {
-      return Close();
-    }
-    keep_alive_ = false;
-    request_error_ = true;
-    if (ec == http::error::body_limit) {
-      return Write(ErrorResponse(
-          413,
-          "request body is over the limit of " + std::to_string(options_.max_body_bytes) + " bytes",
-          "payload_too_large"));
-    }
-    if (ec == http::error::header_limit) {
-      return Write(ErrorResponse(431, "request header fields too large", "invalid_request"));
-    }
-    Write(ErrorResponse(400, "malformed HTTP request: " + ec.message(), "invalid_request"));
+    // A connection that ends mid-request, times out or resets gets no answer: there is no one
+    // left to read it (a timed-out slow client is simply dropped).
+    (void)ec;
+    Close();
   }
 
-  void OnRead(beast::error_code ec, size_t) {
-    if (ec) return OnReadError(ec);
-    HttpRequest request = parser_->release();
+  void RefuseRequest(int status, const std::string& message, std::string_view code) {
+    RefuseWith(ErrorResponse(status, message, code));
+  }
+
+  // Answers without dispatching; the request's framing (or its unread body) means the
+  // connection cannot carry another request.
+  void RefuseWith(HttpResponse response) {
+    keep_alive_ = false;
+    request_error_ = true;
+    version_ = parser_ && parser_->header_done() ? parser_->header().version() : 11;
+    Write(std::move(response));
+  }
+
+  void Dispatch() {
+    HttpRequest request = parser_->Release();
     keep_alive_ = request.keep_alive();
     version_ = request.version();
     stream_.expires_never();  // no timeout while the handler works; the write sets its own
@@ -116,9 +202,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnWrite(beast::error_code ec, size_t) {
     response_.reset();
+    body_reservation_.Reset();
     if (ec) return Close();
     if (!keep_alive_) return request_error_ ? LingerClose() : Close();
-    Read();
+    StartRequest();
   }
 
   // After refusing a request mid-body (e.g. 413), the client may still be sending. Closing at
@@ -149,15 +236,18 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   const HttpServerOptions& options_;
   const HttpHandler& handler_;
+  const HttpHeaderCheck& header_check_;
   std::shared_ptr<HttpServer::Shared> shared_;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::string pending_;  // received, not yet parsed (at most one read's worth)
+  std::optional<HttpRequestParser> parser_;
+  MemoryBudget::Reservation body_reservation_;
   std::shared_ptr<HttpResponse> response_;
   bool keep_alive_ = true;
   bool first_ = true;
+  bool header_checked_ = false;
   bool request_error_ = false;
   size_t discarded_ = 0;
-  std::array<char, 16384> scratch_{};
+  std::array<char, 65536> scratch_{};
   unsigned version_ = 11;
 };
 
@@ -171,10 +261,12 @@ HttpResponse JsonResponse(int status, const std::string& body) {
   return res;
 }
 
-HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler, HttpHeaderCheck header_check)
     : options_(std::move(options)),
       handler_(std::move(handler)),
-      acceptor_(asio::make_strand(ioc_)) {}
+      header_check_(std::move(header_check)),
+      acceptor_(asio::make_strand(ioc_)),
+      accept_backoff_(acceptor_.get_executor()) {}
 
 HttpServer::~HttpServer() {
   Stop(std::chrono::milliseconds(0));
@@ -203,11 +295,45 @@ void HttpServer::Start() {
 void HttpServer::Accept() {
   acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) {
-      std::make_shared<Session>(std::move(socket), options_, handler_, shared_)->Run();
-    } else if (ec == asio::error::no_descriptors) {
-      Log(LogLevel::kWarn, "accept failed: ", ec.message());
+    if (ec) return OnAcceptError(ec);
+    backoff_ = std::chrono::milliseconds(0);
+    auto session =
+        std::make_shared<Session>(std::move(socket), options_, handler_, header_check_, shared_);
+    if (shared_->connections.load() > options_.max_connections) {
+      session->Refuse(options_.max_connections);
+    } else {
+      session->Run();
     }
+    Accept();
+  });
+}
+
+// Out of descriptors (EMFILE/ENFILE) or kernel memory, accept fails at once until something
+// closes; retrying at once would spin a core and flood the log. Wait, doubling up to a second,
+// and log at most once a second with a count of what was not logged.
+void HttpServer::OnAcceptError(const beast::error_code& ec) {
+  const bool exhausted = ec == asio::error::no_descriptors || ec.value() == ENFILE ||
+                         ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_accept_log_ >= std::chrono::seconds(1)) {
+    Log(LogLevel::kWarn, "accept failed: ", ec.message(),
+        accept_errors_unlogged_ > 0
+            ? " (and " + std::to_string(accept_errors_unlogged_) + " more since the last report)"
+            : std::string());
+    last_accept_log_ = now;
+    accept_errors_unlogged_ = 0;
+  } else {
+    ++accept_errors_unlogged_;
+  }
+  if (!exhausted) {
+    backoff_ = std::chrono::milliseconds(0);
+    return Accept();  // e.g. ECONNABORTED: the next connection is fine
+  }
+  backoff_ =
+      std::clamp(backoff_ * 2, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+  accept_backoff_.expires_after(backoff_);
+  accept_backoff_.async_wait([this](beast::error_code wait_ec) {
+    if (wait_ec || !acceptor_.is_open()) return;
     Accept();
   });
 }
@@ -216,6 +342,7 @@ void HttpServer::StopAccepting() {
   asio::post(acceptor_.get_executor(), [this] {
     beast::error_code ignored;
     acceptor_.close(ignored);
+    accept_backoff_.cancel();
   });
 }
 

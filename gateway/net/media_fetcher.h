@@ -4,8 +4,10 @@
 // according to the magic bytes. Thread-safe; one instance serves the whole process.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -43,7 +45,15 @@ class MediaFetcher {
   // kTooLarge, kUnsupported (not an image/video, or the other kind than expected),
   // kPermissionDenied (SSRF guard, local-file policy), kDeadlineExceeded, kUnavailable,
   // kNotFound (local file missing).
-  FetchedMedia Fetch(std::string_view ref, MediaKind expected, ByteBudget* budget) const;
+  // `deadline` (when set) bounds this fetch in addition to its own total timeout: a request's
+  // fetches share one deadline.
+  FetchedMedia Fetch(std::string_view ref, MediaKind expected, ByteBudget* budget,
+                     std::optional<std::chrono::steady_clock::time_point> deadline = {}) const;
+  // The checks that need no I/O beyond a stat: scheme, URL syntax, the SSRF guard for IP
+  // literals and local hosts, data: URI header and declared size, the local-file policy.
+  // Run before a request is queued so that what can be refused at once never waits; throws
+  // what Fetch would.
+  void Precheck(std::string_view ref, MediaKind expected) const;
   // The same checks for bytes that came inline (e.g. gRPC bytes fields).
   FetchedMedia FromBytes(std::string bytes, MediaKind expected, ByteBudget* budget,
                          std::string source) const;

@@ -1,5 +1,9 @@
-// HTTP routing for the preprocessing service (see preprocess_http.h).
+// HTTP routing and staging for the preprocessing service (see preprocess_http.h).
 #include "gateway/net/preprocess_http.h"
+
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "gateway/net/api_error.h"
 #include "shared/log.h"
@@ -9,19 +13,64 @@ namespace {
 
 namespace http = boost::beast::http;
 
+// Bodies up to this size are parsed on the network thread (well under a millisecond); larger
+// ones (inline media) on the fetch pool, so a big body never stalls other connections.
+constexpr size_t kInlineParseBytes = 256 * 1024;
+
 HttpResponse ErrorResponse(const Error& e) {
-  return JsonResponse(HttpStatusFor(e.code()), OpenAiErrorBody(e).dump());
+  HttpResponse res = JsonResponse(HttpStatusFor(e.code()), OpenAiErrorBody(e).dump());
+  if (e.code() == ErrorCode::kResourceExhausted) res.set(http::field::retry_after, "1");
+  return res;
 }
 
-HttpResponse Preprocess(const PreprocessService& service, const std::string& body) {
+HttpResponse QueueFull() {
+  return ErrorResponse(
+      Error(ErrorCode::kResourceExhausted, "the preprocessing queue is full; retry later"));
+}
+
+std::string_view Path(const HttpRequest& request) {
+  std::string_view target = request.target();
+  return target.substr(0, target.find('?'));
+}
+
+// Refusals decided by the request line alone; nullopt when the route exists and the method fits.
+std::optional<HttpResponse> RouteRefusal(const HttpRequest& request) {
+  const std::string_view path = Path(request);
+  if (path == "/health") {
+    if (request.method() == http::verb::get || request.method() == http::verb::head) {
+      return std::nullopt;
+    }
+    HttpResponse res = JsonResponse(
+        405, OpenAiErrorBody(405, "use GET /health", std::nullopt, "method_not_allowed").dump());
+    res.set(http::field::allow, "GET, HEAD");
+    return res;
+  }
+  if (path != "/v1/preprocess") {
+    return JsonResponse(
+        404, OpenAiErrorBody(404, "no route for " + std::string(path.substr(0, 200)), std::nullopt,
+                             "not_found")
+                 .dump());
+  }
+  if (request.method() != http::verb::post) {
+    HttpResponse res = JsonResponse(
+        405,
+        OpenAiErrorBody(405, "use POST /v1/preprocess", std::nullopt, "method_not_allowed").dump());
+    res.set(http::field::allow, "POST");
+    return res;
+  }
+  return std::nullopt;
+}
+
+// The response for a finished request (encoded on the worker, inside the reservation).
+HttpResponse Encode(ResponseFormat format, PreprocessResult* result, std::exception_ptr error) {
   try {
-    PreprocessRequest request = ParsePreprocessRequest(body);
-    PreprocessResult result = service.Run(request);
-    if (request.format == ResponseFormat::kJson)
-      return JsonResponse(200, EncodeJson(result).dump());
+    if (error) std::rethrow_exception(error);
+    if (format == ResponseFormat::kJson) {
+      return JsonResponse(200, EncodeJson(*result).dump());
+    }
     HttpResponse res{http::status::ok, 11};
     res.set(http::field::content_type, "application/octet-stream");
-    res.body() = EncodeSafetensors(result);
+    res.body() = EncodeSafetensors(*result);
     return res;
   } catch (const Error& e) {
     return ErrorResponse(e);
@@ -31,42 +80,54 @@ HttpResponse Preprocess(const PreprocessService& service, const std::string& bod
   }
 }
 
+// Parses and admits the body, then starts the work; errors are answered at once.
+void Admit(std::shared_ptr<const PreprocessService> service, PreprocessPools pools,
+           const std::string& body, Responder respond) {
+  PreprocessRequest request;
+  try {
+    request = ParsePreprocessRequest(body);
+    service->Admit(request);
+  } catch (const Error& e) {
+    return respond(ErrorResponse(e));
+  }
+  const ResponseFormat format = request.format;
+  StartPreprocess(std::move(service), pools, std::move(request),
+                  [format, respond](PreprocessResult* result, std::exception_ptr error) {
+                    respond(Encode(format, result, error));
+                  });
+}
+
 }  // namespace
 
+HttpHeaderCheck MakePreprocessHeaderCheck(PreprocessPools pools) {
+  return [pools](const HttpRequest& header) -> std::optional<HttpResponse> {
+    if (auto refusal = RouteRefusal(header)) return refusal;
+    // Nothing would take the work: say so before the client sends the body.
+    if (Path(header) == "/v1/preprocess" && pools.workers->full()) return QueueFull();
+    return std::nullopt;
+  };
+}
+
 HttpHandler MakePreprocessHttpHandler(std::shared_ptr<const PreprocessService> service,
-                                      std::shared_ptr<WorkerPool> pool) {
-  return [service, pool](HttpRequest&& request, Responder respond) {
-    std::string_view target = request.target();
-    target = target.substr(0, target.find('?'));
-    if (target == "/health") {
-      if (request.method() != http::verb::get && request.method() != http::verb::head) {
-        return respond(JsonResponse(
-            405,
-            OpenAiErrorBody(405, "use GET /health", std::nullopt, "method_not_allowed").dump()));
-      }
-      nlohmann::json health = {
-          {"status", "ok"}, {"queued", pool->queued()}, {"running", pool->running()}};
+                                      PreprocessPools pools) {
+  return [service, pools](HttpRequest&& request, Responder respond) {
+    if (auto refusal = RouteRefusal(request)) return respond(std::move(*refusal));
+    if (Path(request) == "/health") {
+      nlohmann::json health = {{"status", "ok"},
+                               {"queued", pools.workers->queued()},
+                               {"running", pools.workers->running()},
+                               {"fetching", pools.fetch->running()}};
       return respond(JsonResponse(200, health.dump()));
     }
-    if (target != "/v1/preprocess") {
-      return respond(JsonResponse(404, OpenAiErrorBody(404, "no route for " + std::string(target),
-                                                       std::nullopt, "not_found")
-                                           .dump()));
-    }
-    if (request.method() != http::verb::post) {
-      HttpResponse res = JsonResponse(
-          405, OpenAiErrorBody(405, "use POST /v1/preprocess", std::nullopt, "method_not_allowed")
-                   .dump());
-      res.set(http::field::allow, "POST");
-      return respond(std::move(res));
+    if (request.body().size() <= kInlineParseBytes) {
+      return Admit(service, pools, request.body(), std::move(respond));
     }
     auto body = std::make_shared<std::string>(std::move(request.body()));
-    bool queued =
-        pool->TrySubmit([service, body, respond] { respond(Preprocess(*service, *body)); });
-    if (!queued) {
-      respond(ErrorResponse(
-          Error(ErrorCode::kResourceExhausted, "the preprocessing queue is full; retry later")));
-    }
+    const bool queued = pools.fetch->TrySubmit([service, pools, body, respond] {
+      std::string text = std::move(*body);
+      Admit(service, pools, text, respond);
+    });
+    if (!queued) respond(QueueFull());
   };
 }
 

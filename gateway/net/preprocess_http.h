@@ -1,17 +1,21 @@
-// The HTTP front of the preprocessing service: routes GET /health and POST /v1/preprocess,
-// hands the work to the worker pool (429 at once when its queue is full) and encodes the
-// answer as safetensors or JSON, or an OpenAI-style error body.
+// The HTTP front of the preprocessing service: routes GET /health and POST /v1/preprocess.
+// Refusals that need only the header (unknown route, wrong method, full worker queue) happen
+// before the body is read; the body is parsed and admitted (PreprocessService::Admit) before
+// anything is queued, so invalid requests are answered at once and never wait behind media
+// work. Valid requests fetch on the fetch pool (network waits never hold a CPU worker), then
+// decode on the worker pool (429 at once when its queue is full); the answer is safetensors or
+// JSON, or an OpenAI-style error body.
 #pragma once
 
 #include <memory>
 
 #include "gateway/net/http_server.h"
-#include "gateway/net/preprocess_service.h"
-#include "gateway/net/worker_pool.h"
+#include "gateway/net/preprocess_pipeline.h"
 
 namespace m3::net {
 
 HttpHandler MakePreprocessHttpHandler(std::shared_ptr<const PreprocessService> service,
-                                      std::shared_ptr<WorkerPool> pool);
+                                      PreprocessPools pools);
+HttpHeaderCheck MakePreprocessHeaderCheck(PreprocessPools pools);
 
 }  // namespace m3::net

@@ -2,6 +2,7 @@
 #include "gateway/net/preprocess_request.h"
 
 #include "gateway/net/api_error.h"
+#include "gateway/net/request_json.h"
 
 namespace m3::net {
 namespace {
@@ -12,11 +13,11 @@ using nlohmann::json;
   throw ParamError(ErrorCode::kInvalidArgument, message, param);
 }
 
-void CollectParts(const json& content, const std::string& where, std::vector<MediaRef>& out) {
+void CollectParts(json& content, const std::string& where, std::vector<MediaRef>& out) {
   if (content.is_string() || content.is_null()) return;  // plain text message
   if (!content.is_array()) Bad(where, "'" + where + "' must be an array of content parts");
   for (size_t i = 0; i < content.size(); ++i) {
-    const json& part = content[i];
+    json& part = content[i];
     std::string at = where + "[" + std::to_string(i) + "]";
     if (!part.is_object()) Bad(at, "'" + at + "' must be an object");
     auto type = part.find("type");
@@ -29,10 +30,10 @@ void CollectParts(const json& content, const std::string& where, std::vector<Med
     auto field = part.find(t);
     if (field == part.end()) Bad(at + "." + t, "'" + at + "' has no '" + t + "' field");
     if (field->is_string()) {
-      ref.url = field->get<std::string>();
+      ref.url = std::move(field->get_ref<std::string&>());
       ref.param = at + "." + t;
     } else if (field->is_object() && field->contains("url") && (*field)["url"].is_string()) {
-      ref.url = (*field)["url"].get<std::string>();
+      ref.url = std::move((*field)["url"].get_ref<std::string&>());
       ref.param = at + "." + t + ".url";
     } else {
       Bad(at + "." + t + ".url", "'" + at + "." + t + ".url' must be a string");
@@ -51,16 +52,14 @@ std::optional<int64_t> PositiveInt(const json& body, const char* name) {
   return it->get<int64_t>();
 }
 
-}  // namespace
-
-PreprocessRequest ParsePreprocessRequest(const json& body) {
+PreprocessRequest Parse(json& body) {
   if (!body.is_object()) Bad("", "the request body must be a JSON object");
   PreprocessRequest req;
   bool has_content = body.contains("content"), has_messages = body.contains("messages");
   if (!has_content && !has_messages) Bad("content", "the request needs 'content' or 'messages'");
   if (has_content) CollectParts(body["content"], "content", req.items);
   if (has_messages) {
-    const json& messages = body["messages"];
+    json& messages = body["messages"];
     if (!messages.is_array()) Bad("messages", "'messages' must be an array");
     for (size_t i = 0; i < messages.size(); ++i) {
       std::string at = "messages[" + std::to_string(i) + "]";
@@ -95,10 +94,21 @@ PreprocessRequest ParsePreprocessRequest(const json& body) {
   return req;
 }
 
-PreprocessRequest ParsePreprocessRequest(const std::string& body_text) {
-  json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) Bad("", "the request body is not valid JSON");
-  return ParsePreprocessRequest(body);
+}  // namespace
+
+PreprocessRequest ParsePreprocessRequest(std::string_view body_text) {
+  json body = ParseRequestJson(body_text);
+  // The media URLs (data: URIs can be most of the body) move out instead of being copied.
+  return ParsePreprocessRequest(std::move(body));
+}
+
+PreprocessRequest ParsePreprocessRequest(json&& body) {
+  return Parse(body);
+}
+
+PreprocessRequest ParsePreprocessRequest(const json& body) {
+  json copy = body;
+  return Parse(copy);
 }
 
 }  // namespace m3::net

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -31,7 +32,13 @@ struct PreprocessRequest {
 
 // Throws ParamError (kInvalidArgument) naming the offending field.
 PreprocessRequest ParsePreprocessRequest(const nlohmann::json& body);
-// Parses the body text first; malformed JSON is a kInvalidArgument ParamError.
-PreprocessRequest ParsePreprocessRequest(const std::string& body_text);
+// Parses the body text first (ParseRequestJson: bounded depth); malformed JSON is a
+// kInvalidArgument ParamError.
+PreprocessRequest ParsePreprocessRequest(std::string_view body_text);
+PreprocessRequest ParsePreprocessRequest(nlohmann::json&& body);
+// Text, not a JSON string value (a std::string converts to both).
+inline PreprocessRequest ParsePreprocessRequest(const std::string& body_text) {
+  return ParsePreprocessRequest(std::string_view(body_text));
+}
 
 }  // namespace m3::net

@@ -5,6 +5,7 @@
 
 #include "gateway/net/api_error.h"
 #include "gateway/net/base64.h"
+#include "gateway/net/url.h"
 
 namespace m3::net {
 namespace {
@@ -40,21 +41,139 @@ HostTensor GridTensor(const std::vector<const media::PreprocessedMedia*>& items)
 }  // namespace
 
 PreprocessService::PreprocessService(std::shared_ptr<const MediaFetcher> fetcher,
-                                     std::shared_ptr<const media::MediaPreprocessor> preprocessor)
-    : fetcher_(std::move(fetcher)), preprocessor_(std::move(preprocessor)) {}
+                                     std::shared_ptr<const media::MediaPreprocessor> preprocessor,
+                                     PreprocessLimits limits, std::shared_ptr<MemoryBudget> memory)
+    : fetcher_(std::move(fetcher)),
+      preprocessor_(std::move(preprocessor)),
+      limits_(limits),
+      memory_(std::move(memory)) {}
 
-PreprocessResult PreprocessService::Run(const PreprocessRequest& request) const {
-  ByteBudget budget(fetcher_->options().max_request_bytes);
-  std::vector<media::PreprocessedMedia> items;
-  items.reserve(request.items.size());
+MemoryBudget::Reservation PreprocessService::OpenReservation() const {
+  return memory_ ? memory_->Open() : MemoryBudget::Reservation();
+}
+
+void PreprocessService::Admit(const PreprocessRequest& request) const {
+  const int64_t items = static_cast<int64_t>(request.items.size());
+  if (items > limits_.max_items) {
+    throw ParamError(ErrorCode::kInvalidArgument,
+                     "the request has " + std::to_string(items) +
+                         " media items, over this server's limit of " +
+                         std::to_string(limits_.max_items) + " per request",
+                     "content");
+  }
+  for (const auto& [value, name] : {std::pair{request.options.max_pixels, "max_pixels"},
+                                    std::pair{request.options.min_pixels, "min_pixels"}}) {
+    if (value && *value > limits_.max_pixels) {
+      throw ParamError(ErrorCode::kInvalidArgument,
+                       std::string("'") + name + "' of " + std::to_string(*value) +
+                           " is over this server's limit of " + std::to_string(limits_.max_pixels) +
+                           " pixels per request",
+                       name);
+    }
+  }
   for (const auto& ref : request.items) {
     try {
-      FetchedMedia fetched = ref.bytes
-                                 ? fetcher_->FromBytes(*ref.bytes, ref.kind, &budget, ref.param)
-                                 : fetcher_->Fetch(ref.url, ref.kind, &budget);
+      if (ref.bytes) {
+        const int64_t limit = ref.kind == MediaKind::kImage ? fetcher_->options().max_image_bytes
+                                                            : fetcher_->options().max_video_bytes;
+        if (static_cast<int64_t>(ref.bytes->size()) > limit) {
+          throw Error(ErrorCode::kTooLarge, "inline media of " + std::to_string(ref.bytes->size()) +
+                                                " bytes is over the limit of " +
+                                                std::to_string(limit));
+        }
+        if (ref.bytes->empty()) throw Error(ErrorCode::kInvalidArgument, "inline media is empty");
+      } else {
+        fetcher_->Precheck(ref.url, ref.kind);
+      }
+    } catch (const ParamError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ParamError(e.code(), ref.param + ": " + e.what(), ref.param);
+    }
+  }
+}
+
+bool PreprocessService::NeedsNetwork(const PreprocessRequest& request) {
+  for (const auto& ref : request.items) {
+    if (ref.bytes) continue;
+    const std::string scheme = UrlScheme(ref.url);
+    if (scheme == "http" || scheme == "https") return true;
+  }
+  return false;
+}
+
+std::vector<FetchedMedia> PreprocessService::FetchAll(PreprocessRequest& request,
+                                                      Clock::time_point deadline,
+                                                      MemoryBudget::Reservation* held) const {
+  ByteBudget budget(fetcher_->options().max_request_bytes);
+  std::vector<FetchedMedia> fetched;
+  fetched.reserve(request.items.size());
+  for (auto& ref : request.items) {
+    try {
+      if (Clock::now() >= deadline) {
+        throw Error(ErrorCode::kDeadlineExceeded,
+                    "the request's time limit of " +
+                        std::to_string(limits_.request_timeout.count()) +
+                        " ms for fetching media ran out before this item");
+      }
+      FetchedMedia item =
+          ref.bytes ? fetcher_->FromBytes(std::move(*ref.bytes), ref.kind, &budget, ref.param)
+                    : fetcher_->Fetch(ref.url, ref.kind, &budget, deadline);
+      if (ref.bytes) ref.bytes->clear();
+      if (UrlScheme(ref.url) == "data") std::string().swap(ref.url);  // decoded: drop the text
+      if (held && !held->TryGrow(static_cast<int64_t>(item.bytes.size()))) {
+        throw Error(ErrorCode::kResourceExhausted,
+                    "the server is busy: media in flight would exceed its memory budget of " +
+                        std::to_string(memory_ ? memory_->limit() : 0) + " bytes; retry later");
+      }
+      fetched.push_back(std::move(item));
+    } catch (const ParamError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ParamError(e.code(), ref.param + ": " + e.what(), ref.param);
+    }
+  }
+  return fetched;
+}
+
+PreprocessResult PreprocessService::Process(const PreprocessRequest& request,
+                                            std::vector<FetchedMedia> fetched,
+                                            MemoryBudget::Reservation* held) const {
+  Require(fetched.size() == request.items.size(), ErrorCode::kInternal,
+          "preprocess: fetched items do not match the request");
+  int64_t pixels = 0, bytes = 0;
+  const media::OutputCheck check = [&](int64_t item_pixels, int64_t item_bytes) {
+    pixels += item_pixels;
+    bytes += item_bytes;
+    if (pixels > limits_.max_pixels) {
+      throw Error(ErrorCode::kTooLarge,
+                  "the request's media resize to " + std::to_string(pixels) +
+                      " pixels, over this server's limit of " + std::to_string(limits_.max_pixels) +
+                      " per request (lower max_pixels or max_frames, or send fewer items)");
+    }
+    if (bytes > limits_.max_output_bytes) {
+      throw Error(ErrorCode::kTooLarge,
+                  "the request's output tensors would take " + std::to_string(bytes) +
+                      " bytes, over this server's limit of " +
+                      std::to_string(limits_.max_output_bytes) +
+                      " (lower max_pixels or max_frames, or send fewer items)");
+    }
+    // The item's tensor, its concatenated copy and the encoded response can coexist.
+    if (held && !held->TryGrow(2 * item_bytes)) {
+      throw Error(ErrorCode::kResourceExhausted,
+                  "the server is busy: outputs in flight would exceed its memory budget of " +
+                      std::to_string(memory_ ? memory_->limit() : 0) + " bytes; retry later");
+    }
+  };
+  std::vector<media::PreprocessedMedia> items;
+  items.reserve(request.items.size());
+  for (size_t i = 0; i < request.items.size(); ++i) {
+    const MediaRef& ref = request.items[i];
+    try {
       items.push_back(ref.kind == MediaKind::kImage
-                          ? preprocessor_->ProcessImage(fetched.bytes, request.options)
-                          : preprocessor_->ProcessVideo(fetched.bytes, request.options));
+                          ? preprocessor_->ProcessImage(fetched[i].bytes, request.options, check)
+                          : preprocessor_->ProcessVideo(fetched[i].bytes, request.options, check));
+      std::string().swap(fetched[i].bytes);
     } catch (const ParamError&) {
       throw;
     } catch (const Error& e) {
@@ -62,6 +181,14 @@ PreprocessResult PreprocessService::Run(const PreprocessRequest& request) const 
     }
   }
   return GatherResults(std::move(items));
+}
+
+PreprocessResult PreprocessService::Run(PreprocessRequest request) const {
+  Admit(request);
+  MemoryBudget::Reservation held = OpenReservation();
+  std::vector<FetchedMedia> fetched =
+      FetchAll(request, Clock::now() + limits_.request_timeout, &held);
+  return Process(request, std::move(fetched), &held);
 }
 
 PreprocessResult GatherResults(std::vector<media::PreprocessedMedia> items) {
@@ -97,6 +224,7 @@ PreprocessResult GatherResults(std::vector<media::PreprocessedMedia> items) {
     if (!timestamps.empty()) std::memcpy(ts.data(), timestamps.data(), ts.nbytes());
     result.tensors.emplace_back("video_timestamps", std::move(ts));
   }
+  for (auto& m : items) m.pixel_values = HostTensor();
   result.items = std::move(items);
   return result;
 }

@@ -1,9 +1,14 @@
-// The preprocessing pipeline behind /v1/preprocess and the gRPC Preprocess service: fetch
-// each item (MediaFetcher), decode/resize/patchify it (media::MediaPreprocessor), and gather
-// the results into the tensors the engine would receive, concatenated in request order.
-// Run() is blocking and CPU-heavy: call it on a worker pool thread.
+// The preprocessing pipeline behind /v1/preprocess and the gRPC Preprocess service, in three
+// stages so that each runs where it belongs: Admit (cheap checks against PreprocessLimits and
+// each reference's syntax/policy, on the network thread, before anything is queued), FetchAll
+// (each item through MediaFetcher under one request deadline; blocking I/O, on a fetch pool)
+// and Process (decode/resize/patchify with media::MediaPreprocessor, CPU-heavy, on the worker
+// pool), which gathers the results into the tensors the engine would receive, concatenated in
+// request order. Bytes held between and during the stages (fetched media, output tensors) are
+// charged to the process-wide MemoryBudget when one is given.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +17,8 @@
 
 #include "gateway/media/media_preprocessor.h"
 #include "gateway/net/media_fetcher.h"
+#include "gateway/net/memory_budget.h"
+#include "gateway/net/preprocess_limits.h"
 #include "gateway/net/preprocess_request.h"
 #include "shared/safetensors.h"
 
@@ -27,21 +34,44 @@ struct PreprocessResult {
 
 class PreprocessService {
  public:
-  PreprocessService(std::shared_ptr<const MediaFetcher> fetcher,
-                    std::shared_ptr<const media::MediaPreprocessor> preprocessor);
+  using Clock = std::chrono::steady_clock;
 
-  // Errors are ParamErrors naming the item ("content[1].image_url.url: ...").
-  PreprocessResult Run(const PreprocessRequest& request) const;
+  PreprocessService(std::shared_ptr<const MediaFetcher> fetcher,
+                    std::shared_ptr<const media::MediaPreprocessor> preprocessor,
+                    PreprocessLimits limits = {}, std::shared_ptr<MemoryBudget> memory = nullptr);
+
+  // Errors of all stages are ParamErrors naming the item ("content[1].image_url.url: ...").
+  // No I/O but a stat for local files: the item count, the resize options, each reference.
+  void Admit(const PreprocessRequest& request) const;
+  // Whether FetchAll will go to the network (an http(s) item).
+  static bool NeedsNetwork(const PreprocessRequest& request);
+  // Fetches every item before `deadline`; the data: URIs' text is released as it is decoded.
+  // Fetched bytes are charged to `held` (kResourceExhausted when the budget is spent).
+  std::vector<FetchedMedia> FetchAll(PreprocessRequest& request, Clock::time_point deadline,
+                                     MemoryBudget::Reservation* held) const;
+  // Decodes and gathers; output tensors are checked against the limits and charged to `held`
+  // before they are allocated.
+  PreprocessResult Process(const PreprocessRequest& request, std::vector<FetchedMedia> fetched,
+                           MemoryBudget::Reservation* held) const;
+  // All three stages on the calling thread, under the configured request deadline.
+  PreprocessResult Run(PreprocessRequest request) const;
+
+  // An empty reservation on the memory budget (one that never refuses when there is none).
+  MemoryBudget::Reservation OpenReservation() const;
 
   const MediaFetcher& fetcher() const { return *fetcher_; }
+  const PreprocessLimits& limits() const { return limits_; }
 
  private:
   std::shared_ptr<const MediaFetcher> fetcher_;
   std::shared_ptr<const media::MediaPreprocessor> preprocessor_;
+  PreprocessLimits limits_;
+  std::shared_ptr<MemoryBudget> memory_;
 };
 
-// Gathers processed items into the output tensors and metadata (used by Run; public so tests
-// can build the expected answer from media::MediaPreprocessor directly).
+// Gathers processed items into the output tensors and metadata (used by Process; public so
+// tests can build the expected answer from media::MediaPreprocessor directly). The items'
+// own pixel tensors are released once copied into the concatenated ones.
 PreprocessResult GatherResults(std::vector<media::PreprocessedMedia> items);
 
 // safetensors bytes; __metadata__ holds "items" (the item metadata as JSON text).

@@ -18,15 +18,24 @@ WorkerPool::~WorkerPool() {
   Shutdown();
 }
 
+bool WorkerPool::FullLocked() const {
+  if (stopping_) return true;
+  // Jobs that idle workers are about to take do not wait; only the rest count against the
+  // limit (a queued job may not have been picked up yet even though a worker is free).
+  int64_t free_workers = static_cast<int64_t>(threads_.size()) - running_;
+  int64_t waiting_after = static_cast<int64_t>(queue_.size()) + 1 - free_workers;
+  return waiting_after > static_cast<int64_t>(queue_limit_);
+}
+
+bool WorkerPool::full() const {
+  std::lock_guard lock(mu_);
+  return FullLocked();
+}
+
 bool WorkerPool::TrySubmit(std::function<void()> job) {
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return false;
-    // Jobs that idle workers are about to take do not wait; only the rest count against the
-    // limit (a queued job may not have been picked up yet even though a worker is free).
-    int64_t free_workers = static_cast<int64_t>(threads_.size()) - running_;
-    int64_t waiting_after = static_cast<int64_t>(queue_.size()) + 1 - free_workers;
-    if (waiting_after > static_cast<int64_t>(queue_limit_)) return false;
+    if (FullLocked()) return false;
     queue_.push_back(std::move(job));
   }
   cv_.notify_one();

@@ -28,11 +28,14 @@ class WorkerPool {
   // Stops accepting, finishes queued and running jobs, joins the threads. Idempotent.
   void Shutdown();
 
+  // Whether TrySubmit would refuse a job now (a hint: it may change at once).
+  bool full() const;
   int64_t queued() const;
   int64_t running() const;
 
  private:
   void Loop();
+  bool FullLocked() const;
 
   const size_t queue_limit_;
   mutable std::mutex mu_;

@@ -1,9 +1,12 @@
 // The gRPC Preprocess service of a real `m3-gateway serve --preprocess-only --grpc-port`.
 #include <doctest/doctest.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 
 #include "gateway/media/media_preprocessor.h"
 #include "preprocess.grpc.pb.h"
@@ -84,4 +87,38 @@ TEST_CASE(
   pb::HealthResponse health;
   CHECK(stub->Health(&hctx, pb::HealthRequest{}, &health).ok());
   CHECK(health.ok());
+}
+
+TEST_CASE("gRPC: an unparseable message is INVALID_ARGUMENT saying so (issue 11 row 10)") {
+  m3::test::GatewayProcess gw(
+      {"serve", "--preprocess-only", "--port", "0", "--grpc-port", "0", "--workers", "1"});
+  REQUIRE(gw.grpc_port() > 0);
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(gw.grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  // Field 1 (items) declared as a 1000-byte message with 3 bytes present: not a valid message.
+  const std::string garbage(
+      "\x0a\xe8\x07"
+      "abc",
+      6);
+  grpc::Slice slice(garbage.data(), garbage.size());
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, "/m3.preprocess.v1.Preprocess/Preprocess", grpc::StubOptions(), &request,
+                    &response, [&](grpc::Status s) {
+                      std::lock_guard lock(mu);
+                      status = std::move(s);
+                      done = true;
+                      cv.notify_all();
+                    });
+  std::unique_lock lock(mu);
+  REQUIRE(cv.wait_for(lock, std::chrono::seconds(40), [&] { return done; }));
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(status.error_message().find("not a valid m3.preprocess.v1.PreprocessRequest") !=
+        std::string::npos);
 }

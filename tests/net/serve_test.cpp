@@ -259,8 +259,9 @@ TEST_CASE("serve --preprocess-only answers like the media library and the golden
 }
 
 TEST_CASE("a full queue answers 429 at once while other requests complete") {
-  // The origin holds every answer until the test releases it, so the one worker and the one
-  // queue slot stay taken however the four requests are spread in time.
+  // The origin holds every answer until the test releases it, so the one fetch thread and the
+  // one queue slot stay taken however the four requests are spread in time. (Remote media are
+  // fetched on the fetch pool, so a held origin occupies no CPU worker.)
   std::atomic<bool> release{false};
   LoopbackOrigin origin([&](const std::string&) -> ScriptedReply {
     for (int i = 0; i < 1000 && !release; ++i)
@@ -268,7 +269,7 @@ TEST_CASE("a full queue answers 429 at once while other requests complete") {
     return {200, {}, Image("img00_53x37.png")};
   });
   GatewayProcess gw({"serve", "--preprocess-only", "--port", "0", "--model", kModel, "--workers",
-                     "1", "--queue-limit", "1", "--allow-media-host",
+                     "1", "--fetch-threads", "1", "--queue-limit", "1", "--allow-media-host",
                      "127.0.0.1:" + std::to_string(origin.port())});
   json body = {{"content", {ImagePart(origin.Url("/held.png"))}}};
   std::vector<std::future<m3::test::HttpReply>> calls;

@@ -1,0 +1,22 @@
+// The properties the network fuzzers check on one input, shared by the deterministic fuzz test
+// (tests/net/net_fuzz_test.cpp, run in CI) and the libFuzzer harness
+// (tests/net/net_libfuzzer.cpp, for long coverage-guided runs under ASan/UBSan). Each returns
+// an empty string when the input was handled correctly, else what went wrong.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace m3::net::fuzz {
+
+// HttpRequestParser: fed whole and in pieces split at positions drawn from `split_seed`, it
+// must reach the same outcome; refusals carry a 4xx/5xx status from the documented set and
+// a message; accepted requests respect the limits; nothing throws.
+std::string CheckHttpRequest(std::string_view wire, uint64_t split_seed);
+
+// ParseRequestJson / ParsePreprocessRequest: success with at least one item, or a ParamError
+// with kInvalidArgument; nothing else escapes.
+std::string CheckRequestJson(std::string_view body);
+
+}  // namespace m3::net::fuzz
