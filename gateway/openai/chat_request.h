@@ -1,0 +1,49 @@
+// ChatRequest: a validated OpenAI `POST /v1/chat/completions` body, ready for prompt assembly
+// (PromptBuilder) and media preprocessing: messages checked part by part (text, image_url
+// {url, detail}, video_url {url}), the media items listed in order with their field paths,
+// tools and tool_choice, chat_template_kwargs, the sampling fields and stream options.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gateway/openai/field_reader.h"
+#include "gateway/openai/request_common.h"
+#include "gateway/openai/sampling_request.h"
+#include "gateway/openai/served_model.h"
+#include "gateway/text/prompt_builder.h"
+
+namespace m3::openai {
+
+enum class ImageDetail { kAuto, kLow, kHigh };
+
+struct MediaRef {
+  text::MediaKind kind = text::MediaKind::kImage;
+  std::string url;
+  ImageDetail detail = ImageDetail::kAuto;  // images only
+  std::string param;  // e.g. "messages[1].content[2].image_url.url", for fetch errors
+};
+
+enum class ToolChoice { kAuto, kNone };
+
+struct ChatRequest {
+  std::string model;
+  Json messages = Json::array();  // as sent (validated); PromptBuilder maps the media parts
+  Json tools;                     // null, or the tools list (dropped when tool_choice is none)
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  Json chat_template_kwargs = Json::object();
+  bool add_generation_prompt = true;
+  std::vector<MediaRef> media;  // in order of appearance, as FindMediaParts lists them
+  SamplingRequest sampling;
+  StreamOptions stream;
+
+  text::PromptInput ToPromptInput() const;
+  bool parse_tool_calls() const { return tools.is_array() && !tools.empty(); }
+};
+
+// Throws RequestError naming the field: 400 for wrong types and values, 404 for another
+// model, 413 for more media items than limits.max_media_items, 422 for a tool_choice naming a
+// function that is not among the tools.
+ChatRequest ParseChatRequest(const Json& body, const ServedModel& model, const ApiLimits& limits);
+
+}  // namespace m3::openai

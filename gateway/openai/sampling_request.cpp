@@ -1,0 +1,171 @@
+// Sampling fields of OpenAI requests (see sampling_request.h).
+#include "gateway/openai/sampling_request.h"
+
+#include <limits>
+
+namespace m3::openai {
+namespace {
+
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+std::vector<std::string> ParseStop(const FieldReader& body, const ApiLimits& limits) {
+  const Json* v = body.Get("stop");
+  if (!v) return {};
+  std::vector<std::string> out;
+  auto add = [&](const Json& s, const std::string& param) {
+    if (!s.is_string()) {
+      InvalidField(param, "'" + param + "' must be a string, got " + std::string(JsonTypeName(s)),
+                   "invalid_type");
+    }
+    std::string text = s.get<std::string>();
+    if (text.empty()) InvalidField(param, "'" + param + "' must not be an empty string");
+    if (text.size() > limits.max_stop_string_bytes) {
+      InvalidField(param, "'" + param + "' is longer than " +
+                              std::to_string(limits.max_stop_string_bytes) + " bytes");
+    }
+    out.push_back(std::move(text));
+  };
+  if (v->is_string()) {
+    add(*v, "stop");
+  } else if (v->is_array()) {
+    if (v->size() > limits.max_stop_strings) {
+      InvalidField("stop", "'stop' has " + std::to_string(v->size()) +
+                               " strings, more than the limit of " +
+                               std::to_string(limits.max_stop_strings));
+    }
+    for (size_t i = 0; i < v->size(); ++i) add((*v)[i], "stop[" + std::to_string(i) + "]");
+  } else {
+    InvalidField(
+        "stop",
+        "'stop' must be a string or a list of strings, got " + std::string(JsonTypeName(*v)),
+        "invalid_type");
+  }
+  return out;
+}
+
+std::vector<int32_t> ParseStopTokenIds(const FieldReader& body) {
+  const Json* v = body.Array("stop_token_ids");
+  if (!v) return {};
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const std::string param = "stop_token_ids[" + std::to_string(i) + "]";
+    const Json& id = (*v)[i];
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxInt32) {
+      InvalidField(param, "'" + param + "' must be a non-negative token id");
+    }
+    out.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return out;
+}
+
+void RequireOne(const FieldReader& body, std::string_view name) {
+  if (auto n =
+          body.Int(name, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+      n && *n != 1) {
+    InvalidField(std::string(name),
+                 "'" + std::string(name) + "' = " + std::to_string(*n) +
+                     " is not supported: this server returns exactly one "
+                     "choice per request (use n = 1)",
+                 "unsupported_value");
+  }
+}
+
+}  // namespace
+
+SamplingRequest ParseSampling(const FieldReader& body, Endpoint endpoint, const ServedModel& model,
+                              const ApiLimits& limits) {
+  SamplingRequest s;
+  const GenerationConfig& g = model.generation;
+  // The model authors' defaults; do_sample = false in generation_config means greedy.
+  if (g.temperature) s.temperature = *g.temperature;
+  if (g.do_sample && !*g.do_sample) s.temperature = 0.0;
+  if (g.top_p) s.top_p = *g.top_p;
+  if (g.top_k) s.top_k = *g.top_k;
+  if (g.min_p) s.min_p = *g.min_p;
+  if (g.repetition_penalty) s.repetition_penalty = *g.repetition_penalty;
+  if (g.max_new_tokens) s.max_tokens = *g.max_new_tokens;
+
+  RequireOne(body, "n");
+  RequireOne(body, "best_of");
+
+  // max_completion_tokens supersedes the deprecated max_tokens when both are given.
+  if (auto v = body.Int("max_tokens", 1, kMaxInt32)) s.max_tokens = *v;
+  if (auto v = body.Int("max_completion_tokens", 1, kMaxInt32)) s.max_tokens = *v;
+  if (auto v = body.Number("temperature", 0.0, 2.0)) s.temperature = *v;
+  if (auto v = body.Number("top_p", 0.0, 1.0, /*min_exclusive=*/true)) s.top_p = *v;
+  if (auto v = body.Int("top_k", -1, kMaxInt32)) s.top_k = *v < 0 ? 0 : *v;
+  if (auto v = body.Number("min_p", 0.0, 1.0)) s.min_p = *v;
+  if (auto v = body.Number("repetition_penalty", 0.0, 2.0, true)) s.repetition_penalty = *v;
+  if (auto v = body.Number("presence_penalty", -2.0, 2.0)) s.presence_penalty = *v;
+  if (auto v = body.Number("frequency_penalty", -2.0, 2.0)) s.frequency_penalty = *v;
+  if (const Json* v = body.Get("seed")) {
+    if (v->is_number_unsigned()) {
+      s.seed = v->get<uint64_t>();
+    } else if (v->is_number_integer()) {
+      InvalidField("seed", "'seed' must be a non-negative integer, got " +
+                               std::to_string(v->get<int64_t>()));
+    } else {
+      InvalidField("seed", "'seed' must be an integer, got " + std::string(JsonTypeName(*v)),
+                   "invalid_type");
+    }
+  }
+  s.stop = ParseStop(body, limits);
+  s.stop_token_ids = ParseStopTokenIds(body);
+  if (auto v = body.Bool("ignore_eos")) s.ignore_eos = *v;
+  if (auto v = body.Int("min_tokens", 0, kMaxInt32)) s.min_tokens = *v;
+  if (auto v = body.Bool("skip_special_tokens")) s.skip_special_tokens = *v;
+  if (auto v = body.Bool("include_stop_str_in_output")) s.include_stop_str_in_output = *v;
+  if (s.max_tokens && s.min_tokens > *s.max_tokens) {
+    InvalidField("min_tokens", "'min_tokens' (" + std::to_string(s.min_tokens) +
+                                   ") must not exceed max_tokens (" +
+                                   std::to_string(*s.max_tokens) + ")");
+  }
+
+  if (endpoint == Endpoint::kChatCompletions) {
+    if (auto v = body.Bool("logprobs")) s.logprobs = *v;
+    if (auto v = body.Int("top_logprobs", 0, limits.max_top_logprobs)) {
+      if (!s.logprobs && *v > 0) {
+        InvalidField("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+      }
+      s.top_logprobs = static_cast<int>(*v);
+    }
+  } else {
+    // The legacy completions API: logprobs is the number of alternatives, at most 5.
+    if (auto v = body.Int("logprobs", 0, 5)) {
+      s.logprobs = true;
+      s.top_logprobs = static_cast<int>(*v);
+    }
+  }
+  return s;
+}
+
+int64_t ResolveMaxTokens(const SamplingRequest& sampling, size_t prompt_tokens,
+                         int64_t max_model_len) {
+  const int64_t prompt = static_cast<int64_t>(prompt_tokens);
+  if (max_model_len > 0 && prompt >= max_model_len) {
+    throw RequestError(ErrorCode::kInvalidArgument,
+                       "the prompt is " + std::to_string(prompt) +
+                           " tokens, which leaves no room in the model's context of " +
+                           std::to_string(max_model_len) + " tokens",
+                       "messages", "context_length_exceeded");
+  }
+  if (!sampling.max_tokens) {
+    if (max_model_len <= 0) {
+      throw RequestError(ErrorCode::kInvalidArgument,
+                         "'max_tokens' is required: the model's context length is not known",
+                         "max_tokens", "missing_required_parameter");
+    }
+    return max_model_len - prompt;
+  }
+  if (max_model_len > 0 && prompt + *sampling.max_tokens > max_model_len) {
+    throw RequestError(ErrorCode::kInvalidArgument,
+                       "the prompt (" + std::to_string(prompt) + " tokens) plus max_tokens (" +
+                           std::to_string(*sampling.max_tokens) +
+                           ") exceed the model's context of " + std::to_string(max_model_len) +
+                           " tokens",
+                       "max_tokens", "context_length_exceeded");
+  }
+  return *sampling.max_tokens;
+}
+
+}  // namespace m3::openai

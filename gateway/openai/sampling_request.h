@@ -1,0 +1,53 @@
+// SamplingRequest: the generation controls of an OpenAI request (max_tokens, temperature,
+// top_p, top_k, min_p, seed, stop, penalties, logprobs, n, plus the vLLM extensions clients
+// use: stop_token_ids, ignore_eos, min_tokens, skip_special_tokens,
+// include_stop_str_in_output), validated and with unset values taken from the model's
+// generation_config.json, then neutral values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gateway/openai/field_reader.h"
+#include "gateway/openai/served_model.h"
+
+namespace m3::openai {
+
+enum class Endpoint { kChatCompletions, kCompletions };
+
+struct SamplingRequest {
+  std::optional<int64_t> max_tokens;  // unset: what the context leaves (ResolveMaxTokens)
+  double temperature = 1.0;           // 0: greedy
+  double top_p = 1.0;
+  int64_t top_k = 0;  // 0: off
+  double min_p = 0.0;
+  double repetition_penalty = 1.0;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int64_t min_tokens = 0;
+  bool logprobs = false;  // return the chosen tokens' logprobs
+  int top_logprobs = 0;   // and this many alternatives per token
+  bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;
+};
+
+// Reads the sampling fields of a request body. Chat takes logprobs (bool) + top_logprobs;
+// completions take logprobs as the number of alternatives (0-5). Throws RequestError (400)
+// naming the field for every wrong type or value, and for n / best_of other than 1.
+SamplingRequest ParseSampling(const FieldReader& body, Endpoint endpoint, const ServedModel& model,
+                              const ApiLimits& limits);
+
+// The completion budget once the prompt length is known: the request's max_tokens, or all the
+// context that is left. Throws RequestError (400, "context_length_exceeded") when the prompt
+// plus max_tokens do not fit (max_model_len 0: no check, and an unset max_tokens needs it).
+int64_t ResolveMaxTokens(const SamplingRequest& sampling, size_t prompt_tokens,
+                         int64_t max_model_len);
+
+}  // namespace m3::openai

@@ -1,0 +1,31 @@
+// ServedModel and ApiLimits: what request parsing checks a request against: the one model name
+// this gateway serves, the sampling defaults its authors ship (generation_config.json), its
+// context length, and the size limits that keep one request from taking unbounded memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "shared/generation_config.h"
+
+namespace m3::openai {
+
+struct ServedModel {
+  std::string name;             // the "model" a request must name
+  GenerationConfig generation;  // defaults for unset sampling fields
+  int64_t max_model_len = 0;    // prompt + completion positions; 0: not known yet
+};
+
+struct ApiLimits {
+  size_t max_body_bytes = size_t{64} << 20;  // a body of data: URIs is large; 413 above
+  int max_json_depth = 64;                   // a chat message is ~5 levels deep
+  size_t max_messages = 4096;
+  size_t max_media_items = 32;  // images + videos per request (413 above)
+  size_t max_stop_strings = 16;
+  size_t max_stop_string_bytes = 1024;
+  int max_top_logprobs = 20;  // OpenAI's limit
+  size_t max_tools = 512;
+};
+
+}  // namespace m3::openai

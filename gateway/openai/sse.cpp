@@ -1,0 +1,15 @@
+// SSE framing (see sse.h).
+#include "gateway/openai/sse.h"
+
+namespace m3::openai {
+
+std::string SseEvent(const nlohmann::ordered_json& chunk) {
+  return "data: " + chunk.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+         "\n\n";
+}
+
+std::string SseDone() {
+  return "data: [DONE]\n\n";
+}
+
+}  // namespace m3::openai
