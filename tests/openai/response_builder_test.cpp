@@ -10,6 +10,7 @@
 #include "gateway/openai/chat_request.h"
 #include "gateway/openai/chat_stream.h"
 #include "gateway/openai/output_options.h"
+#include "gateway/openai/text_completion.h"
 #include "tests/test_util.h"
 
 using namespace m3::openai;
@@ -183,4 +184,42 @@ TEST_CASE("length finish, stop strings and logprobs") {
   CHECK(all.find(R"("content":"one ")") != std::string::npos);
   CHECK(all.find("two") == std::string::npos);
   CHECK(all.find(R"("finish_reason":"stop")") != std::string::npos);
+}
+
+TEST_CASE("text completion: streamed and whole") {
+  ServedModel model;
+  model.name = "m3";
+  const CompletionRequest req =
+      ParseCompletionRequest(Json::parse(R"({"prompt":"x","stop":"END"})"), model, {}, 0);
+  const std::vector<int64_t> eos = {Eos()};
+  const ResponseIdentity id{"cmpl-test", 1700000000, "m3"};
+
+  TextCompletion stream(Tok(), id, CompletionOutputOptions(req, eos), /*include_usage=*/true,
+                        false);
+  std::vector<std::string> events = stream.PushEvents(Ids("<think>raw text END more"));
+  for (auto& e : stream.FinishEvents(FinishReason::kLength, {4, 6, 0})) events.push_back(e);
+  const std::string head =
+      R"({"id":"cmpl-test","object":"text_completion","created":1700000000,"model":"m3","choices":)";
+  CHECK(
+      Join(events) ==
+      "data: " + head +
+          R"([{"index":0,"text":"raw text ","logprobs":null,"finish_reason":null}],"usage":null})" +
+          "\n\n" + "data: " + head +
+          R"([{"index":0,"text":"","logprobs":null,"finish_reason":"stop"}],"usage":null})" +
+          "\n\n" + "data: " + head +
+          R"([],"usage":{"prompt_tokens":4,"completion_tokens":6,"total_tokens":10}})" + "\n\n" +
+          "data: [DONE]\n\n");
+
+  TextCompletion whole(Tok(), id, CompletionOutputOptions(req, eos), false, /*logprobs=*/true);
+  const auto ids = Ids("ab");
+  std::vector<TokenLogprob> lps;
+  for (int32_t t : ids) lps.push_back({t, -1.0f, {}});
+  whole.Push(ids, lps);
+  const Json body = whole.FinishBody(FinishReason::kLength, {4, 2, 0});
+  CHECK(body["choices"][0]["text"] == "ab");
+  CHECK(body["choices"][0]["finish_reason"] == "length");
+  const Json& lp = body["choices"][0]["logprobs"];
+  CHECK(lp["tokens"].size() == ids.size());
+  CHECK(lp["text_offset"][0] == 0);
+  CHECK(body["usage"]["total_tokens"] == 6);
 }
