@@ -1,0 +1,63 @@
+// EngineRouter: the gateway's engines (`--engine HOST:PORT`, one or more): checks each one's
+// ModelInfo against the model directory at start, probes their health periodically from one
+// monitor thread (short unary calls with a deadline, one engine after another; ejecting and
+// re-admitting), and picks the healthy engine with the fewest outstanding requests for each
+// new request; none healthy is a 503.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gateway/engine_client/engine_endpoint.h"
+#include "gateway/engine_client/expected_model.h"
+
+namespace m3::engine_client {
+
+struct RouterOptions {
+  EndpointOptions endpoint;
+  std::chrono::milliseconds health_interval{1000};
+};
+
+class EngineRouter {
+ public:
+  // Throws m3::Error(kInvalidArgument) for no addresses or a duplicate.
+  EngineRouter(const std::vector<std::string>& addresses, ExpectedModel expected,
+               RouterOptions options = {});
+  ~EngineRouter();  // stops the monitor
+  EngineRouter(const EngineRouter&) = delete;
+  EngineRouter& operator=(const EngineRouter&) = delete;
+
+  // Connects to every engine (ModelInfo, blocking, each within the probe timeout) and starts
+  // the health monitor. Throws m3::Error(kInvalidArgument) naming the engine when one serves
+  // another model; unreachable engines are tolerated (the monitor admits them when they
+  // answer). Returns how many engines are healthy.
+  size_t Start();
+
+  // The healthy engine with the fewest outstanding requests (ties: the earliest listed).
+  // `exclude`: an engine already tried for this request. Throws
+  // openai::RequestError(kUnavailable -> 503, "no_engine_available") when none can serve.
+  std::shared_ptr<EngineEndpoint> Pick(const EngineEndpoint* exclude = nullptr) const;
+
+  const std::vector<std::shared_ptr<EngineEndpoint>>& endpoints() const { return endpoints_; }
+  size_t healthy_count() const;
+
+  // Probes every engine now (the monitor's step; tests call it to avoid waiting).
+  void ProbeAll();
+
+ private:
+  void Monitor();
+
+  std::vector<std::shared_ptr<EngineEndpoint>> endpoints_;
+  RouterOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread monitor_;
+};
+
+}  // namespace m3::engine_client
