@@ -72,6 +72,7 @@ void ForSliceIndices(int64_t n, const Value& start, const Value& stop, const Val
 Value SliceValue(const Value& obj, const Value& start, const Value& stop, const Value& step) {
   obj.Defined();
   if (obj.IsString()) {
+    ChargeSteps(static_cast<int64_t>(obj.AsString().size() / 64));  // decoded whole
     std::u32string u = unicode::DecodeLossy(obj.AsString());
     std::u32string out;
     ForSliceIndices(static_cast<int64_t>(u.size()), start, stop, step,
@@ -413,14 +414,16 @@ Value Evaluator::CallValue(const Value& fn, CallArgs& args) {
 }
 
 Value Evaluator::ApplyFilter(const std::string& name, const Value& input, CallArgs& args) {
-  ChargeSteps(1);
+  // Filters walk their input string (length, wordcount, upper...): a long string filtered in
+  // a loop is paid for each time.
+  ChargeSteps(1 + (input.IsString() ? static_cast<int64_t>(input.AsString().size() / 64) : 0));
   FilterFn f = FindFilter(name);
   if (!f) Fail("No filter named '" + name + "'.");
   return f(input, args, *this);
 }
 
 bool Evaluator::ApplyTest(const std::string& name, const Value& input, CallArgs& args) {
-  ChargeSteps(1);
+  ChargeSteps(1 + (input.IsString() ? static_cast<int64_t>(input.AsString().size() / 64) : 0));
   TestFn t = FindTest(name);
   if (!t) Fail("No test named '" + name + "'.");
   return t(input, args, *this);

@@ -141,6 +141,7 @@ std::string PyFormat(const std::string& fmt, const CallArgs& args) {
 }
 
 Value CallStrMethod(const std::string& s, const std::string& name, CallArgs& args) {
+  ChargeSteps(static_cast<int64_t>(s.size() / 64));  // every method walks the string once
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     auto a = BindArgs(args, name, {"chars"});
     return Value(py::Strip(s, OptStr(a[0], name.c_str()), name != "rstrip", name != "lstrip"));
@@ -312,9 +313,9 @@ Value Unsafe(const std::string& name, const std::string& type) {
 
 std::optional<Value> BoundMethod(const Value& obj, const std::string& name) {
   if (obj.IsString() && kStrMethods.count(name)) {
-    std::string s = obj.AsString();
-    return Value::Function("str." + name, [s, name](CallArgs& args, Evaluator&) {
-      return CallStrMethod(s, name, args);
+    // The value, not a copy of its text: strings are shared, and may be long.
+    return Value::Function("str." + name, [obj, name](CallArgs& args, Evaluator&) {
+      return CallStrMethod(obj.AsString(), name, args);
     });
   }
   if (obj.IsDict()) {

@@ -285,6 +285,7 @@ int Compare(const Value& a, const Value& b, const char* op) {
     return x < y ? -1 : (x > y ? 1 : 0);
   }
   if (a.IsString() && b.IsString()) {
+    ChargeSteps(static_cast<int64_t>(std::min(a.AsString().size(), b.AsString().size()) / 64));
     int c = a.AsString().compare(b.AsString());
     return c < 0 ? -1 : (c > 0 ? 1 : 0);
   }

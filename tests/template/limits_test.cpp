@@ -241,6 +241,14 @@ TEST_CASE("total work is bounded") {
              "template exceeds its work budget of 10000 steps");
   CheckLimit(Run("{% for i in range(1000) %}{{ i in range(1000) }}{% endfor %}", {}, l),
              "work budget");
+  // Each pass over a long string is paid for: methods, filters, comparisons, slices.
+  const std::string setup = "{% set s = 'ab' * 50000 %}{% for i in range(100) %}";
+  CheckLimit(Run(setup + "{{ s.count('a') }}{% endfor %}", {}, l), "work budget");
+  CheckLimit(Run(setup + "{{ s | length }}{% endfor %}", {}, l), "work budget");
+  CheckLimit(Run(setup + "{{ s is lower }}{% endfor %}", {}, l), "work budget");
+  CheckLimit(Run(setup + "{{ s < s }}{% endfor %}", {}, l), "work budget");
+  CheckLimit(Run(setup + "{{ s[:1] }}{% endfor %}", {}, l), "work budget");
+  CheckLimit(Run(setup + "{{ s[7] }}{% endfor %}", {}, l), "work budget");
 }
 
 TEST_CASE("evaluation depth is bounded for recursion the parser cannot see") {

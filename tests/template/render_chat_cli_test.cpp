@@ -69,3 +69,37 @@ TEST_CASE("render-chat reports template errors with the line and a non-zero exit
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("messages") != std::string::npos);
 }
+
+TEST_CASE("render-chat refuses hostile templates and requests with a message and exit 2") {
+  std::string dir = m3::test::TempDir();
+  std::string request = dir + "/request.json";
+  m3::test::WriteFile(request, Conversation("user_only").dump());
+  const std::string tmpl = m3::test::DataPath("chat_templates/Qwen3-0.6B.jinja");
+
+  // A request nested 20k deep: refused before it is copied or converted.
+  std::string deep = R"({"messages": [{"role": "user", "content": )";
+  deep += std::string(20000, '[') + std::string(20000, ']') + "}]}";
+  m3::test::WriteFile(dir + "/deep.json", deep);
+  auto r = m3::test::RunProcess({m3::test::BinPath("m3-gateway"), "render-chat", "--template", tmpl,
+                                 "--request", dir + "/deep.json"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("request JSON nested deeper than 256") != std::string::npos);
+
+  // 5k nested parentheses in the template.
+  m3::test::WriteFile(dir + "/parens.jinja",
+                      "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}");
+  r = m3::test::RunProcess({m3::test::BinPath("m3-gateway"), "render-chat", "--template",
+                            dir + "/parens.jinja", "--request", request});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("parens.jinja:1: template nesting deeper than 256") != std::string::npos);
+
+  // The limits are flags: a real template fails at a tiny output limit, renders at the default.
+  r = m3::test::RunProcess({m3::test::BinPath("m3-gateway"), "render-chat", "--template", tmpl,
+                            "--request", request, "--template-max-output-bytes", "10"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("template output exceeds 10 bytes") != std::string::npos);
+  r = m3::test::RunProcess(
+      {m3::test::BinPath("m3-gateway"), "render-chat", "--template", tmpl, "--request", request});
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(r.out.empty());
+}
