@@ -12,6 +12,7 @@
 
 #include "gateway/cli/command.h"
 #include "gateway/cli/fetch_flags.h"
+#include "gateway/cli/input_file.h"
 #include "gateway/media/media_preprocessor.h"
 #include "gateway/media/vision_processor.h"
 #include "gateway/net/media_fetcher.h"
@@ -31,9 +32,10 @@ std::string ReadInput(const std::string& location, net::MediaKind kind,
     net::ByteBudget budget(fetcher.options().max_request_bytes);
     return fetcher.Fetch(location, kind, &budget).bytes;
   }
-  std::ifstream in(location, std::ios::binary);
-  Require(in.good(), ErrorCode::kNotFound, "cannot open input file " + location);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return ReadInputFile(location,
+                       kind == net::MediaKind::kImage ? fetcher.options().max_image_bytes
+                                                      : fetcher.options().max_video_bytes,
+                       kind == net::MediaKind::kImage ? "image file" : "video file");
 }
 
 int RunPreprocess(int argc, char** argv) {

@@ -188,7 +188,8 @@ int RunServe(int argc, char** argv) {
       media::LoadVisionProcessor(a.model_dir), limits);
   auto service =
       std::make_shared<const net::PreprocessService>(fetcher, preprocessor, a.limits, memory);
-  net::PreprocessPools pools{std::make_shared<net::WorkerPool>(workers, a.queue_limit),
+  // Media workers at a lower priority than the network and fetch threads (see WorkerPool).
+  net::PreprocessPools pools{std::make_shared<net::WorkerPool>(workers, a.queue_limit, 10),
                              std::make_shared<net::WorkerPool>(a.fetch_threads, a.queue_limit)};
 
   net::HttpServerOptions http_options;

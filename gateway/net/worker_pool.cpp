@@ -1,6 +1,9 @@
 // Bounded worker pool (see worker_pool.h).
 #include "gateway/net/worker_pool.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <exception>
 
 #include "shared/error.h"
@@ -8,10 +11,20 @@
 
 namespace m3::net {
 
-WorkerPool::WorkerPool(int workers, int queue_limit)
+WorkerPool::WorkerPool(int workers, int queue_limit, int nice)
     : queue_limit_(static_cast<size_t>(queue_limit < 0 ? 0 : queue_limit)) {
   Require(workers >= 1, ErrorCode::kInvalidArgument, "the worker pool needs at least 1 worker");
-  for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < workers; ++i) {
+    threads_.emplace_back([this, nice] {
+      if (nice != 0) {
+        // On Linux a thread's niceness is its own (setpriority on its thread id); raising it
+        // needs no privilege. A failure leaves the default priority, which only costs latency.
+        const int base = ::getpriority(PRIO_PROCESS, 0);
+        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), base + nice);
+      }
+      Loop();
+    });
+  }
 }
 
 WorkerPool::~WorkerPool() {

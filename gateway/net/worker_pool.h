@@ -16,7 +16,10 @@ namespace m3::net {
 
 class WorkerPool {
  public:
-  WorkerPool(int workers, int queue_limit);
+  // `nice` (Linux): the workers' scheduling niceness relative to the rest of the process. The
+  // media pool runs at a lower priority than the network threads, so that answering requests
+  // that need no media work (refusals, health checks) is never starved by decoding.
+  WorkerPool(int workers, int queue_limit, int nice = 0);
   ~WorkerPool();  // Shutdown()
 
   WorkerPool(const WorkerPool&) = delete;
