@@ -211,14 +211,11 @@ ScheduledStep Scheduler::Schedule() {
       const int64_t hit = kv_.AcquireCachedPrefix(prefix, s->block_table);
       s->num_computed = hit * kv_.page_size();
       s->num_registered_pages = hit;
-      prefix_hit_tokens_ += s->num_computed;
     }
     const size_t failed_before = step.failed.size() + step.out_of_capacity.size();
     if (!schedule_chunk(s, true)) {
       if (step.failed.size() + step.out_of_capacity.size() != failed_before) {
-        waiting_.pop_front();  // the engine removes it; do not block the queue behind it
-        s->running = true;     // Remove() looks for it in running_ otherwise
-        running_.push_back(s);
+        waiting_.pop_front();  // the engine removes it; it must not block the queue behind it
         continue;
       }
       kv_.Free(s->block_table);  // the prefix hit is taken again next time
@@ -229,6 +226,7 @@ ScheduledStep Scheduler::Schedule() {
     waiting_.pop_front();
     s->running = true;
     running_.push_back(s);
+    prefix_hit_tokens_ += s->num_computed;
     if (s->cached_prompt_tokens < 0)
       s->cached_prompt_tokens = std::min(s->num_computed, s->prompt_len());
   }
