@@ -1,6 +1,7 @@
 // Least-outstanding routing over health-checked engines (see engine_router.h).
 #include "gateway/engine_client/engine_router.h"
 
+#include <algorithm>
 #include <set>
 
 #include "gateway/openai/request_error.h"
@@ -61,10 +62,13 @@ size_t EngineRouter::healthy_count() const {
   return n;
 }
 
-std::shared_ptr<EngineEndpoint> EngineRouter::Pick(const EngineEndpoint* exclude) const {
+std::shared_ptr<EngineEndpoint> EngineRouter::Pick(
+    std::span<const EngineEndpoint* const> exclude) const {
   std::shared_ptr<EngineEndpoint> best;
   for (const auto& e : endpoints_) {
-    if (e.get() == exclude || !e->healthy()) continue;
+    if (!e->healthy() || std::find(exclude.begin(), exclude.end(), e.get()) != exclude.end()) {
+      continue;
+    }
     if (!best || e->outstanding() < best->outstanding()) best = e;
   }
   if (!best) {

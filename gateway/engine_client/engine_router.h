@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,9 +40,9 @@ class EngineRouter {
   size_t Start();
 
   // The healthy engine with the fewest outstanding requests (ties: the earliest listed).
-  // `exclude`: an engine already tried for this request. Throws
+  // `exclude`: engines already tried for this request. Throws
   // openai::RequestError(kUnavailable -> 503, "no_engine_available") when none can serve.
-  std::shared_ptr<EngineEndpoint> Pick(const EngineEndpoint* exclude = nullptr) const;
+  std::shared_ptr<EngineEndpoint> Pick(std::span<const EngineEndpoint* const> exclude = {}) const;
 
   const std::vector<std::shared_ptr<EngineEndpoint>>& endpoints() const { return endpoints_; }
   size_t healthy_count() const;

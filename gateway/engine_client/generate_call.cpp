@@ -32,7 +32,11 @@ void GenerateCall::OnDone(const grpc::Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
     done_.store(true);
   }
-  if (callbacks_.on_done) callbacks_.on_done(status);
+  // The callbacks are released here: they may hold an owner of this call's handle, a cycle
+  // otherwise.
+  Callbacks callbacks = std::move(callbacks_);
+  callbacks_ = {};
+  if (callbacks.on_done) callbacks.on_done(status);
   // Last touch of this object: the handle the caller holds (if any) keeps it alive beyond.
   std::shared_ptr<GenerateCall> keep = std::move(self_);
 }

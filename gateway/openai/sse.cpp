@@ -12,4 +12,9 @@ std::string SseDone() {
   return "data: [DONE]\n\n";
 }
 
+std::string SseError(const nlohmann::json& error_body) {
+  return "data: " + error_body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "\n\n";
+}
+
 }  // namespace m3::openai

@@ -1,0 +1,218 @@
+// One chat completion on the engines (see chat_session.h).
+#include "gateway/engine_client/chat_session.h"
+
+#include <utility>
+
+#include "gateway/engine_client/engine_response.h"
+#include "gateway/openai/request_error.h"
+#include "gateway/openai/sse.h"
+
+namespace m3::engine_client {
+
+namespace v1 = engine::v1;
+
+namespace {
+
+// How an engine's refusal reads to the client.
+int HttpStatusOfGrpc(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return 400;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return 429;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return 504;
+    case grpc::StatusCode::UNAVAILABLE:
+      return 503;
+    default:
+      return 502;  // the engine failed in a way that is not the client's doing
+  }
+}
+
+std::string CodeOf(int status) {
+  switch (status) {
+    case 400:
+      return "invalid_request";
+    case 429:
+      return "engine_busy";
+    case 503:
+      return "no_engine_available";
+    case 504:
+      return "engine_timeout";
+    default:
+      return "engine_error";
+  }
+}
+
+}  // namespace
+
+ChatSession::ChatSession(EngineRouter& router, const tok::Tokenizer& tokenizer,
+                         ChatSessionRequest request, ChatSessionSink sink)
+    : router_(router),
+      request_(std::move(request)),
+      sink_(std::move(sink)),
+      stream_(tokenizer, request_.identity, request_.output, request_.include_usage,
+              request_.logprobs),
+      whole_(tokenizer, request_.identity, request_.output, request_.logprobs) {}
+
+std::shared_ptr<ChatSession> ChatSession::Start(EngineRouter& router,
+                                                const tok::Tokenizer& tokenizer,
+                                                ChatSessionRequest request, ChatSessionSink sink) {
+  std::shared_ptr<ChatSession> s(
+      new ChatSession(router, tokenizer, std::move(request), std::move(sink)));
+  s->self_ = s;
+  s->Attempt();
+  return s;
+}
+
+void ChatSession::Attempt() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (finished_) return;
+  std::shared_ptr<EngineEndpoint> engine;
+  try {
+    engine = router_.Pick(tried_);
+  } catch (const openai::RequestError& e) {
+    Fail(lock, e.http_status(), e.what(), e.error_code());
+    return;
+  }
+  tried_.push_back(engine.get());
+  // The call's callbacks hold the session: it lives until the call is done.
+  auto self = shared_from_this();
+  lock.unlock();
+  auto call = engine->Generate(
+      request_.request, {[self](v1::GenerateResponse&& r) { self->OnResponse(std::move(r)); },
+                         [self](const grpc::Status& status) { self->OnDone(status); }});
+  lock.lock();
+  call_ = std::move(call);
+  if (cancelled_ || finished_) call_->Cancel();
+}
+
+void ChatSession::OnResponse(v1::GenerateResponse&& r) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (finished_) return;
+  got_response_ = true;
+  completion_tokens_ += r.token_ids_size();
+  const std::span<const int32_t> ids(r.token_ids().data(), static_cast<size_t>(r.token_ids_size()));
+  std::vector<openai::TokenLogprob> logprobs;
+  try {
+    logprobs = TokenLogprobs(r, request_.top_logprobs);
+  } catch (const Error& e) {
+    Fail(lock, 502, e.what(), "engine_error");
+    return;
+  }
+  bool output_finished;
+  if (request_.stream) {
+    std::vector<std::string> events;
+    if (!started_writing_) events = stream_.Start();
+    for (auto& e : stream_.Push(ids, logprobs)) events.push_back(std::move(e));
+    output_finished = stream_.output_finished();
+    Write(lock, std::move(events));
+    lock.lock();
+    if (finished_) return;
+  } else {
+    whole_.Push(ids, logprobs);
+    output_finished = whole_.output_finished();
+  }
+  if (auto reason = FinishReasonOf(r)) {
+    Complete(lock, *reason, UsageOf(r));
+    return;
+  }
+  if (output_finished) {
+    // A stop string ended the output: the engine's further tokens are not needed.
+    const openai::Usage usage{static_cast<int64_t>(request_.request.token_ids_size()),
+                              completion_tokens_, 0};
+    auto call = call_;
+    Complete(lock, text::FinishReason::kStop, usage);
+    if (call) call->Cancel();
+  }
+}
+
+void ChatSession::OnDone(const grpc::Status& status) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (finished_) return;
+  if (cancelled_) {
+    finished_ = true;
+    lock.unlock();
+    std::lock_guard<std::mutex> sink_lock(sink_mu_);
+    if (sink_.finish) sink_.finish(499, "");
+    self_.reset();
+    return;
+  }
+  if (status.ok()) {
+    // The stream ended without a final message: treat it as the engine's failure.
+    Fail(lock, 502, "the engine ended the stream without finishing the request", "engine_error");
+    return;
+  }
+  if (!got_response_ && status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    // Nothing was produced: another engine can take the request from the start.
+    lock.unlock();
+    Attempt();
+    return;
+  }
+  const int http = HttpStatusOfGrpc(status.error_code());
+  Fail(lock, http, "engine: " + status.error_message(), CodeOf(http));
+}
+
+void ChatSession::Cancel() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (finished_ || cancelled_) return;
+  cancelled_ = true;
+  if (call_) call_->Cancel();
+}
+
+void ChatSession::Write(std::unique_lock<std::mutex>& lock, std::vector<std::string> events) {
+  if (events.empty()) {
+    lock.unlock();
+    return;
+  }
+  started_writing_ = true;
+  std::string text;
+  for (auto& e : events) text += e;
+  // Order sink calls while not holding mu_ (the sink may block on the client's socket).
+  std::lock_guard<std::mutex> sink_lock(sink_mu_);
+  lock.unlock();
+  if (sink_.write) sink_.write(std::move(text));
+}
+
+void ChatSession::Complete(std::unique_lock<std::mutex>& lock, text::FinishReason reason,
+                           const openai::Usage& usage) {
+  finished_ = true;
+  std::string body;
+  if (request_.stream) {
+    std::vector<std::string> events;
+    if (!started_writing_) events = stream_.Start();
+    for (auto& e : stream_.Finish(reason, usage)) events.push_back(std::move(e));
+    Write(lock, std::move(events));
+  } else {
+    body = whole_.Finish(reason, usage)
+               .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    lock.unlock();
+  }
+  {
+    std::lock_guard<std::mutex> sink_lock(sink_mu_);
+    if (sink_.finish) sink_.finish(200, std::move(body));
+  }
+  lock.lock();
+  // Released after the call is done with us (its callbacks hold their own reference).
+  self_.reset();
+}
+
+void ChatSession::Fail(std::unique_lock<std::mutex>& lock, int http_status,
+                       const std::string& message, const std::string& code) {
+  finished_ = true;
+  const nlohmann::json error = openai::ErrorBody(http_status, message, std::nullopt, code);
+  if (request_.stream && started_writing_) {
+    Write(lock, {openai::SseError(error), openai::SseDone()});
+    std::lock_guard<std::mutex> sink_lock(sink_mu_);
+    if (sink_.finish) sink_.finish(200, "");
+  } else {
+    lock.unlock();
+    std::lock_guard<std::mutex> sink_lock(sink_mu_);
+    if (sink_.finish) sink_.finish(http_status, error.dump());
+  }
+  lock.lock();
+  self_.reset();
+}
+
+}  // namespace m3::engine_client

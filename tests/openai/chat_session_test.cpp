@@ -1,0 +1,230 @@
+// ChatSession against real `m3-engine serve` processes: a chat completion streamed and whole
+// gives the reference's text, a stop string ends the output and cancels the engine request,
+// a request whose engine died before it was ejected is retried on the other engine, an engine
+// killed mid-stream ends the stream with an error event promptly, and no engine is a 503.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/engine_client/chat_session.h"
+#include "gateway/engine_client/engine_request.h"
+#include "gateway/openai/output_options.h"
+#include "gateway/tokenizer/tokenizer.h"
+#include "tests/engine_server/server_process.h"
+#include "tests/test_util.h"
+
+using namespace m3::engine_client;
+namespace v1 = m3::engine::v1;
+using m3::test::ServerProcess;
+using Json = nlohmann::ordered_json;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* kModel = "chat-e2e/model";
+
+const m3::tok::Tokenizer& Tok() {
+  static const m3::tok::Tokenizer tok =
+      m3::tok::Tokenizer::FromFile(m3::test::DataPath("chat-e2e/model/tokenizer.json"));
+  return tok;
+}
+
+Json TextCase() {
+  const Json cases =
+      Json::parse(m3::test::ReadFile(m3::test::DataPath("chat-e2e/chat_cases.json")));
+  for (const auto& c : cases) {
+    if (c["name"] == "text") return c;
+  }
+  throw std::runtime_error("no text case");
+}
+
+ChatSessionRequest Request(int max_tokens, bool stream, std::vector<std::string> stop = {}) {
+  static std::atomic<int> next{0};
+  const Json c = TextCase();
+  m3::openai::SamplingRequest s;
+  s.temperature = 0;
+  s.stop = std::move(stop);
+  const std::vector<int32_t> ids = c["prompt_ids"].get<std::vector<int32_t>>();
+  ChatSessionRequest r;
+  r.request = BuildGenerateRequest("s-" + std::to_string(next++), ids, {}, s, max_tokens, "F32");
+  r.identity = {"chatcmpl-x", 1, "m3"};
+  m3::openai::ChatRequest chat;
+  chat.sampling = s;
+  r.output =
+      m3::openai::ChatOutputOptions(chat, std::vector<int64_t>{2}, c["prompt"].get<std::string>());
+  r.stream = stream;
+  r.include_usage = stream;
+  return r;
+}
+
+struct Result {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string written;
+  int writes = 0;
+  bool done = false;
+  int status = 0;
+  std::string body;
+  std::chrono::steady_clock::time_point done_at;
+
+  ChatSessionSink Sink() {
+    return {[this](std::string events) {
+              std::lock_guard<std::mutex> lock(mu);
+              written += events;
+              ++writes;
+              cv.notify_all();
+            },
+            [this](int s, std::string b) {
+              std::lock_guard<std::mutex> lock(mu);
+              CHECK_FALSE(done);  // exactly once
+              status = s;
+              body = std::move(b);
+              done = true;
+              done_at = std::chrono::steady_clock::now();
+              cv.notify_all();
+            }};
+  }
+  bool Wait(std::chrono::milliseconds t) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, t, [this] { return done; });
+  }
+  bool WaitWrites(int n, std::chrono::milliseconds t) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, t, [&] { return writes >= n || done; });
+  }
+};
+
+// reasoning + content of an SSE text.
+std::string SseText(const std::string& sse, std::string* finish = nullptr) {
+  std::string text;
+  size_t at = 0;
+  while ((at = sse.find("data: {", at)) != std::string::npos) {
+    const size_t end = sse.find("\n\n", at);
+    const Json chunk = Json::parse(sse.substr(at + 6, end - at - 6));
+    at = end;
+    if (!chunk.contains("choices")) continue;
+    for (const auto& ch : chunk["choices"]) {
+      const Json& d = ch["delta"];
+      if (d.contains("reasoning_content")) text += d["reasoning_content"].get<std::string>();
+      if (d.contains("content")) text += d["content"].get<std::string>();
+      if (finish && !ch["finish_reason"].is_null()) *finish = ch["finish_reason"];
+    }
+  }
+  return text;
+}
+
+RouterOptions Options(std::chrono::milliseconds interval) {
+  RouterOptions o;
+  o.health_interval = interval;
+  return o;
+}
+
+std::string Address(const ServerProcess& s) {
+  return "127.0.0.1:" + std::to_string(s.port());
+}
+
+}  // namespace
+
+TEST_CASE("a chat completion, whole and streamed; a stop string cancels the engine request") {
+  ServerProcess server(kModel);
+  EngineRouter router({Address(server)}, LoadExpectedModel(m3::test::DataPath(kModel), 0),
+                      Options(100ms));
+  REQUIRE(router.Start() == 1);
+  const Json c = TextCase();
+  const int n = static_cast<int>(c["completion_ids"].size());
+  const std::string want = c["completion_text"];
+
+  Result whole;
+  ChatSession::Start(router, Tok(), Request(n, false), whole.Sink());
+  REQUIRE(whole.Wait(60s));
+  CHECK(whole.status == 200);
+  CHECK(whole.writes == 0);
+  const Json body = Json::parse(whole.body);
+  CHECK(body["choices"][0]["message"]["reasoning_content"].get<std::string>() +
+            (body["choices"][0]["message"]["content"].is_null()
+                 ? std::string()
+                 : body["choices"][0]["message"]["content"].get<std::string>()) ==
+        want);
+  CHECK(body["usage"]["prompt_tokens"] == c["prompt_ids"].size());
+
+  Result streamed;
+  ChatSession::Start(router, Tok(), Request(n, true), streamed.Sink());
+  REQUIRE(streamed.Wait(60s));
+  CHECK(streamed.status == 200);
+  CHECK(streamed.body.empty());
+  std::string finish;
+  CHECK(SseText(streamed.written, &finish) == want);
+  CHECK(finish == "length");
+  CHECK(streamed.written.find("\"usage\":{\"prompt_tokens\"") != std::string::npos);
+  CHECK(streamed.written.substr(streamed.written.size() - 14) == "data: [DONE]\n\n");
+
+  // "lazy" comes a few tokens in; the request could run for 3000 tokens otherwise.
+  Result stopped;
+  ChatSession::Start(router, Tok(), Request(3000, true, {"lazy"}), stopped.Sink());
+  REQUIRE(stopped.Wait(60s));
+  CHECK(SseText(stopped.written, &finish) == want.substr(0, want.find("lazy")));
+  CHECK(finish == "stop");
+  auto engine = router.endpoints()[0];
+  bool idle = false;
+  for (int i = 0; i < 100 && !idle; ++i) {
+    router.ProbeAll();
+    const auto h = engine->last_health();
+    idle = h && h->running_requests() == 0 && engine->outstanding() == 0;
+    if (!idle) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(idle);
+
+  // The client goes away mid-stream: the engine request is cancelled, finish gets 499.
+  Result gone;
+  auto session = ChatSession::Start(router, Tok(), Request(3000, true), gone.Sink());
+  REQUIRE(gone.WaitWrites(1, 60s));
+  session->Cancel();
+  REQUIRE(gone.Wait(5s));
+  CHECK(gone.status == 499);
+}
+
+TEST_CASE("retry before the first token; an engine killed mid-stream; no engine left") {
+  ServerProcess a(kModel);
+  ServerProcess b(kModel);
+  // No health probes during the test: the router learns about deaths from calls only.
+  EngineRouter router({Address(a), Address(b)}, LoadExpectedModel(m3::test::DataPath(kModel), 0),
+                      Options(3600s));
+  REQUIRE(router.Start() == 2);
+  const Json c = TextCase();
+  const int n = static_cast<int>(c["completion_ids"].size());
+
+  a.Stop(SIGKILL);
+  Result retried;
+  ChatSession::Start(router, Tok(), Request(n, false), retried.Sink());
+  REQUIRE(retried.Wait(60s));
+  CHECK(retried.status == 200);
+  const Json body = Json::parse(retried.body);
+  CHECK(body["choices"][0]["finish_reason"] == "length");
+
+  // Killed mid-stream: an error event and [DONE] within a second.
+  Result killed;
+  ChatSession::Start(router, Tok(), Request(3000, true), killed.Sink());
+  REQUIRE(killed.WaitWrites(1, 60s));
+  const auto kill_at = std::chrono::steady_clock::now();
+  b.Stop(SIGKILL);
+  REQUIRE(killed.Wait(5s));
+  CHECK(killed.done_at - kill_at < 1s);
+  CHECK(killed.status == 200);
+  CHECK(killed.written.find("data: {\"error\":") != std::string::npos);
+  CHECK(killed.written.substr(killed.written.size() - 14) == "data: [DONE]\n\n");
+
+  // Both dead: a 503 error body, before anything is written.
+  Result none;
+  ChatSession::Start(router, Tok(), Request(n, true), none.Sink());
+  REQUIRE(none.Wait(10s));
+  CHECK(none.writes == 0);
+  CHECK(none.status == 503);
+  CHECK(Json::parse(none.body)["error"]["code"] == "no_engine_available");
+}
