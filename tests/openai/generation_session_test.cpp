@@ -1,4 +1,4 @@
-// ChatSession against real `m3-engine serve` processes: a chat completion streamed and whole
+// GenerationSession against real `m3-engine serve` processes: a chat completion streamed and whole
 // gives the reference's text, a stop string ends the output and cancels the engine request,
 // a request whose engine died before it was ejected is retried on the other engine, an engine
 // killed mid-stream ends the stream with an error event promptly, and no engine is a 503.
@@ -13,9 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/engine_client/chat_session.h"
 #include "gateway/engine_client/engine_request.h"
+#include "gateway/engine_client/generation_session.h"
 #include "gateway/openai/output_options.h"
+#include "gateway/openai/response_formatter.h"
 #include "gateway/tokenizer/tokenizer.h"
 #include "tests/engine_server/server_process.h"
 #include "tests/test_util.h"
@@ -45,22 +46,31 @@ Json TextCase() {
   throw std::runtime_error("no text case");
 }
 
-ChatSessionRequest Request(int max_tokens, bool stream, std::vector<std::string> stop = {}) {
+GenerationRequest Request(int max_tokens, bool stream, std::vector<std::string> stop = {},
+                          bool chat = true) {
   static std::atomic<int> next{0};
   const Json c = TextCase();
   m3::openai::SamplingRequest s;
   s.temperature = 0;
   s.stop = std::move(stop);
   const std::vector<int32_t> ids = c["prompt_ids"].get<std::vector<int32_t>>();
-  ChatSessionRequest r;
+  GenerationRequest r;
   r.request = BuildGenerateRequest("s-" + std::to_string(next++), ids, {}, s, max_tokens, "F32");
-  r.identity = {"chatcmpl-x", 1, "m3"};
-  m3::openai::ChatRequest chat;
-  chat.sampling = s;
-  r.output =
-      m3::openai::ChatOutputOptions(chat, std::vector<int64_t>{2}, c["prompt"].get<std::string>());
-  r.stream = stream;
-  r.include_usage = stream;
+  const std::vector<int64_t> eos = {2};
+  if (chat) {
+    m3::openai::ChatRequest req;
+    req.sampling = s;
+    r.formatter = m3::openai::MakeChatFormatter(
+        Tok(), {"chatcmpl-x", 1, "m3"},
+        m3::openai::ChatOutputOptions(req, eos, c["prompt"].get<std::string>()), stream, stream,
+        false);
+  } else {
+    m3::openai::CompletionRequest req;
+    req.sampling = s;
+    r.formatter = m3::openai::MakeCompletionFormatter(Tok(), {"cmpl-x", 1, "m3"},
+                                                      m3::openai::CompletionOutputOptions(req, eos),
+                                                      stream, stream, false);
+  }
   return r;
 }
 
@@ -74,7 +84,7 @@ struct Result {
   std::string body;
   std::chrono::steady_clock::time_point done_at;
 
-  ChatSessionSink Sink() {
+  GenerationSink Sink() {
     return {[this](std::string events) {
               std::lock_guard<std::mutex> lock(mu);
               written += events;
@@ -142,7 +152,7 @@ TEST_CASE("a chat completion, whole and streamed; a stop string cancels the engi
   const std::string want = c["completion_text"];
 
   Result whole;
-  ChatSession::Start(router, Tok(), Request(n, false), whole.Sink());
+  GenerationSession::Start(router, Request(n, false), whole.Sink());
   REQUIRE(whole.Wait(60s));
   CHECK(whole.status == 200);
   CHECK(whole.writes == 0);
@@ -155,7 +165,7 @@ TEST_CASE("a chat completion, whole and streamed; a stop string cancels the engi
   CHECK(body["usage"]["prompt_tokens"] == c["prompt_ids"].size());
 
   Result streamed;
-  ChatSession::Start(router, Tok(), Request(n, true), streamed.Sink());
+  GenerationSession::Start(router, Request(n, true), streamed.Sink());
   REQUIRE(streamed.Wait(60s));
   CHECK(streamed.status == 200);
   CHECK(streamed.body.empty());
@@ -167,7 +177,7 @@ TEST_CASE("a chat completion, whole and streamed; a stop string cancels the engi
 
   // "lazy" comes a few tokens in; the request could run for 3000 tokens otherwise.
   Result stopped;
-  ChatSession::Start(router, Tok(), Request(3000, true, {"lazy"}), stopped.Sink());
+  GenerationSession::Start(router, Request(3000, true, {"lazy"}), stopped.Sink());
   REQUIRE(stopped.Wait(60s));
   CHECK(SseText(stopped.written, &finish) == want.substr(0, want.find("lazy")));
   CHECK(finish == "stop");
@@ -181,9 +191,27 @@ TEST_CASE("a chat completion, whole and streamed; a stop string cancels the engi
   }
   CHECK(idle);
 
+  // A text completion: the same tokens as raw text, streamed and whole.
+  Result text_whole, text_stream;
+  GenerationSession::Start(router, Request(n, false, {}, false), text_whole.Sink());
+  GenerationSession::Start(router, Request(n, true, {}, false), text_stream.Sink());
+  REQUIRE(text_whole.Wait(60s));
+  REQUIRE(text_stream.Wait(60s));
+  const Json tb = Json::parse(text_whole.body);
+  CHECK(tb["object"] == "text_completion");
+  CHECK(tb["choices"][0]["text"] == want);
+  std::string streamed_text;
+  for (size_t at = 0; (at = text_stream.written.find("data: {", at)) != std::string::npos;) {
+    const size_t end = text_stream.written.find("\n\n", at);
+    const Json chunk = Json::parse(text_stream.written.substr(at + 6, end - at - 6));
+    at = end;
+    for (const auto& ch : chunk["choices"]) streamed_text += ch["text"].get<std::string>();
+  }
+  CHECK(streamed_text == want);
+
   // The client goes away mid-stream: the engine request is cancelled, finish gets 499.
   Result gone;
-  auto session = ChatSession::Start(router, Tok(), Request(3000, true), gone.Sink());
+  auto session = GenerationSession::Start(router, Request(3000, true), gone.Sink());
   REQUIRE(gone.WaitWrites(1, 60s));
   session->Cancel();
   REQUIRE(gone.Wait(5s));
@@ -202,7 +230,7 @@ TEST_CASE("retry before the first token; an engine killed mid-stream; no engine 
 
   a.Stop(SIGKILL);
   Result retried;
-  ChatSession::Start(router, Tok(), Request(n, false), retried.Sink());
+  GenerationSession::Start(router, Request(n, false), retried.Sink());
   REQUIRE(retried.Wait(60s));
   CHECK(retried.status == 200);
   const Json body = Json::parse(retried.body);
@@ -210,7 +238,7 @@ TEST_CASE("retry before the first token; an engine killed mid-stream; no engine 
 
   // Killed mid-stream: an error event and [DONE] within a second.
   Result killed;
-  ChatSession::Start(router, Tok(), Request(3000, true), killed.Sink());
+  GenerationSession::Start(router, Request(3000, true), killed.Sink());
   REQUIRE(killed.WaitWrites(1, 60s));
   const auto kill_at = std::chrono::steady_clock::now();
   b.Stop(SIGKILL);
@@ -222,7 +250,7 @@ TEST_CASE("retry before the first token; an engine killed mid-stream; no engine 
 
   // Both dead: a 503 error body, before anything is written.
   Result none;
-  ChatSession::Start(router, Tok(), Request(n, true), none.Sink());
+  GenerationSession::Start(router, Request(n, true), none.Sink());
   REQUIRE(none.Wait(10s));
   CHECK(none.writes == 0);
   CHECK(none.status == 503);

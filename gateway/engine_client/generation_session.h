@@ -1,7 +1,7 @@
-// ChatSession: one chat completion's generation on the engines, between the HTTP handler and
-// the engine client: picks an engine, retries on another one while no token has been
-// produced (an engine that died before it was ejected), feeds the streamed tokens to the
-// response builders (SSE chunks or the whole chat.completion body), cancels the engine
+// GenerationSession: one completion's generation on the engines (chat or text completion),
+// between the HTTP handler and the engine client: picks an engine, retries on another one
+// while no token has been produced (an engine that died before it was ejected), feeds the
+// streamed tokens to the response formatter (SSE chunks or the whole body), cancels the engine
 // request when the output ends on a stop string or the client goes away, and turns engine
 // failures into OpenAI errors (an HTTP status before the first byte, an SSE error event
 // after). Nothing is written before the engine's first response, so a request that fails
@@ -16,44 +16,37 @@
 
 #include "engine.pb.h"
 #include "gateway/engine_client/engine_router.h"
-#include "gateway/openai/chat_completion.h"
-#include "gateway/openai/chat_stream.h"
+#include "gateway/openai/response_formatter.h"
 
 namespace m3::engine_client {
 
-struct ChatSessionRequest {
+struct GenerationRequest {
   engine::v1::GenerateRequest request;  // BuildGenerateRequest's
-  openai::ResponseIdentity identity;
-  text::OutputParserOptions output;
-  bool stream = false;
-  bool include_usage = false;
-  bool logprobs = false;
-  int top_logprobs = 0;
+  int top_logprobs = 0;                 // as asked of the engine (request.sampling.logprobs)
+  std::unique_ptr<openai::ResponseFormatter> formatter;
 };
 
-struct ChatSessionSink {
+struct GenerationSink {
   // Streaming only: SSE text, in order. The first call means a 200 with an event stream.
   std::function<void(std::string events)> write;
   // Exactly once, last. Streaming: status 200 and an empty body after the final write, or an
   // error status and OpenAI error body when nothing was written. Non-streaming: the status and
-  // the chat.completion or error body.
+  // the response or error body. 499 (nothing to send) after Cancel.
   std::function<void(int http_status, std::string body)> finish;
 };
 
-class ChatSession : public std::enable_shared_from_this<ChatSession> {
+class GenerationSession : public std::enable_shared_from_this<GenerationSession> {
  public:
-  // `router` and `tokenizer` must outlive the session; the session keeps itself alive until
-  // finish has been called.
-  static std::shared_ptr<ChatSession> Start(EngineRouter& router, const tok::Tokenizer& tokenizer,
-                                            ChatSessionRequest request, ChatSessionSink sink);
+  // `router` must outlive the session; the session keeps itself alive until finish has been
+  // called.
+  static std::shared_ptr<GenerationSession> Start(EngineRouter& router, GenerationRequest request,
+                                                  GenerationSink sink);
 
-  // The client went away: the engine request is cancelled and finish is not called again
-  // with anything the client could see (it is still called, once, with status 499).
+  // The client went away: the engine request is cancelled; finish is called once with 499.
   void Cancel();
 
  private:
-  ChatSession(EngineRouter& router, const tok::Tokenizer& tokenizer, ChatSessionRequest request,
-              ChatSessionSink sink);
+  GenerationSession(EngineRouter& router, GenerationRequest request, GenerationSink sink);
   void Attempt();
   void OnResponse(engine::v1::GenerateResponse&& response);
   void OnDone(const grpc::Status& status);
@@ -65,14 +58,12 @@ class ChatSession : public std::enable_shared_from_this<ChatSession> {
   void Write(std::unique_lock<std::mutex>& lock, std::vector<std::string> events);
 
   EngineRouter& router_;
-  ChatSessionRequest request_;
-  ChatSessionSink sink_;
-  openai::ChatStream stream_;
-  openai::ChatCompletion whole_;
+  GenerationRequest request_;
+  GenerationSink sink_;
 
   std::mutex mu_;
   std::mutex sink_mu_;  // keeps sink calls in order once mu_ is released
-  std::shared_ptr<ChatSession> self_;
+  std::shared_ptr<GenerationSession> self_;
   std::shared_ptr<GenerateCall> call_;
   std::vector<const EngineEndpoint*> tried_;
   bool got_response_ = false;

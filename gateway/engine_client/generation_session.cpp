@@ -1,5 +1,5 @@
-// One chat completion on the engines (see chat_session.h).
-#include "gateway/engine_client/chat_session.h"
+// One completion on the engines (see generation_session.h).
+#include "gateway/engine_client/generation_session.h"
 
 #include <utility>
 
@@ -47,26 +47,23 @@ std::string CodeOf(int status) {
 
 }  // namespace
 
-ChatSession::ChatSession(EngineRouter& router, const tok::Tokenizer& tokenizer,
-                         ChatSessionRequest request, ChatSessionSink sink)
-    : router_(router),
-      request_(std::move(request)),
-      sink_(std::move(sink)),
-      stream_(tokenizer, request_.identity, request_.output, request_.include_usage,
-              request_.logprobs),
-      whole_(tokenizer, request_.identity, request_.output, request_.logprobs) {}
+GenerationSession::GenerationSession(EngineRouter& router, GenerationRequest request,
+                                     GenerationSink sink)
+    : router_(router), request_(std::move(request)), sink_(std::move(sink)) {
+  Require(request_.formatter != nullptr, ErrorCode::kInternal, "a session needs a formatter");
+}
 
-std::shared_ptr<ChatSession> ChatSession::Start(EngineRouter& router,
-                                                const tok::Tokenizer& tokenizer,
-                                                ChatSessionRequest request, ChatSessionSink sink) {
-  std::shared_ptr<ChatSession> s(
-      new ChatSession(router, tokenizer, std::move(request), std::move(sink)));
+std::shared_ptr<GenerationSession> GenerationSession::Start(EngineRouter& router,
+                                                            GenerationRequest request,
+                                                            GenerationSink sink) {
+  std::shared_ptr<GenerationSession> s(
+      new GenerationSession(router, std::move(request), std::move(sink)));
   s->self_ = s;
   s->Attempt();
   return s;
 }
 
-void ChatSession::Attempt() {
+void GenerationSession::Attempt() {
   std::unique_lock<std::mutex> lock(mu_);
   if (finished_) return;
   std::shared_ptr<EngineEndpoint> engine;
@@ -84,11 +81,13 @@ void ChatSession::Attempt() {
       request_.request, {[self](v1::GenerateResponse&& r) { self->OnResponse(std::move(r)); },
                          [self](const grpc::Status& status) { self->OnDone(status); }});
   lock.lock();
-  call_ = std::move(call);
-  if (cancelled_ || finished_) call_->Cancel();
+  call_ = call;
+  const bool cancel = cancelled_ || finished_;
+  lock.unlock();
+  if (cancel) call->Cancel();
 }
 
-void ChatSession::OnResponse(v1::GenerateResponse&& r) {
+void GenerationSession::OnResponse(v1::GenerateResponse&& r) {
   std::unique_lock<std::mutex> lock(mu_);
   if (finished_) return;
   got_response_ = true;
@@ -98,21 +97,33 @@ void ChatSession::OnResponse(v1::GenerateResponse&& r) {
   try {
     logprobs = TokenLogprobs(r, request_.top_logprobs);
   } catch (const Error& e) {
+    auto call = call_;
     Fail(lock, 502, e.what(), "engine_error");
+    lock.unlock();  // the call may end (and call back into us) on cancellation
+    if (call) call->Cancel();
     return;
   }
   bool output_finished;
-  if (request_.stream) {
-    std::vector<std::string> events;
-    if (!started_writing_) events = stream_.Start();
-    for (auto& e : stream_.Push(ids, logprobs)) events.push_back(std::move(e));
-    output_finished = stream_.output_finished();
+  std::vector<std::string> events;
+  try {
+    openai::ResponseFormatter& f = *request_.formatter;
+    if (f.streaming() && !started_writing_) events = f.Start();
+    for (auto& e : f.Push(ids, logprobs)) events.push_back(std::move(e));
+    output_finished = f.output_finished();
+  } catch (const Error& e) {
+    // E.g. an id the tokenizer does not have (a padded vocabulary row): this runs on a gRPC
+    // thread, where an escaping exception would end the process.
+    auto call = call_;
+    Fail(lock, 502, std::string("the engine's output could not be decoded: ") + e.what(),
+         "engine_error");
+    lock.unlock();  // the call may end (and call back into us) on cancellation
+    if (call) call->Cancel();
+    return;
+  }
+  if (request_.formatter->streaming()) {
     Write(lock, std::move(events));
     lock.lock();
     if (finished_) return;
-  } else {
-    whole_.Push(ids, logprobs);
-    output_finished = whole_.output_finished();
   }
   if (auto reason = FinishReasonOf(r)) {
     Complete(lock, *reason, UsageOf(r));
@@ -124,11 +135,12 @@ void ChatSession::OnResponse(v1::GenerateResponse&& r) {
                               completion_tokens_, 0};
     auto call = call_;
     Complete(lock, text::FinishReason::kStop, usage);
+    lock.unlock();  // the call may end (and call back into us) on cancellation
     if (call) call->Cancel();
   }
 }
 
-void ChatSession::OnDone(const grpc::Status& status) {
+void GenerationSession::OnDone(const grpc::Status& status) {
   std::unique_lock<std::mutex> lock(mu_);
   if (finished_) return;
   if (cancelled_) {
@@ -154,14 +166,16 @@ void ChatSession::OnDone(const grpc::Status& status) {
   Fail(lock, http, "engine: " + status.error_message(), CodeOf(http));
 }
 
-void ChatSession::Cancel() {
+void GenerationSession::Cancel() {
   std::unique_lock<std::mutex> lock(mu_);
   if (finished_ || cancelled_) return;
   cancelled_ = true;
-  if (call_) call_->Cancel();
+  auto call = call_;
+  lock.unlock();
+  if (call) call->Cancel();
 }
 
-void ChatSession::Write(std::unique_lock<std::mutex>& lock, std::vector<std::string> events) {
+void GenerationSession::Write(std::unique_lock<std::mutex>& lock, std::vector<std::string> events) {
   if (events.empty()) {
     lock.unlock();
     return;
@@ -175,18 +189,19 @@ void ChatSession::Write(std::unique_lock<std::mutex>& lock, std::vector<std::str
   if (sink_.write) sink_.write(std::move(text));
 }
 
-void ChatSession::Complete(std::unique_lock<std::mutex>& lock, text::FinishReason reason,
-                           const openai::Usage& usage) {
+void GenerationSession::Complete(std::unique_lock<std::mutex>& lock, text::FinishReason reason,
+                                 const openai::Usage& usage) {
   finished_ = true;
   std::string body;
-  if (request_.stream) {
+  openai::ResponseFormatter& f = *request_.formatter;
+  if (f.streaming()) {
     std::vector<std::string> events;
-    if (!started_writing_) events = stream_.Start();
-    for (auto& e : stream_.Finish(reason, usage)) events.push_back(std::move(e));
+    if (!started_writing_) events = f.Start();
+    for (auto& e : f.Finish(reason, usage)) events.push_back(std::move(e));
     Write(lock, std::move(events));
   } else {
-    body = whole_.Finish(reason, usage)
-               .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    std::vector<std::string> out = f.Finish(reason, usage);
+    if (!out.empty()) body = std::move(out[0]);
     lock.unlock();
   }
   {
@@ -198,11 +213,11 @@ void ChatSession::Complete(std::unique_lock<std::mutex>& lock, text::FinishReaso
   self_.reset();
 }
 
-void ChatSession::Fail(std::unique_lock<std::mutex>& lock, int http_status,
-                       const std::string& message, const std::string& code) {
+void GenerationSession::Fail(std::unique_lock<std::mutex>& lock, int http_status,
+                             const std::string& message, const std::string& code) {
   finished_ = true;
   const nlohmann::json error = openai::ErrorBody(http_status, message, std::nullopt, code);
-  if (request_.stream && started_writing_) {
+  if (request_.formatter->streaming() && started_writing_) {
     Write(lock, {openai::SseError(error), openai::SseDone()});
     std::lock_guard<std::mutex> sink_lock(sink_mu_);
     if (sink_.finish) sink_.finish(200, "");
