@@ -200,6 +200,8 @@ int RunServe(int argc, char** argv) {
   http_options.read_timeout = std::chrono::milliseconds(a.read_timeout_ms);
   http_options.max_connections = max_connections;
   http_options.memory = memory;
+  // A body, the JSON parser's buffer for its largest string and the parsed string itself.
+  http_options.body_charge_factor = 3;
   net::HttpServer http(http_options, net::MakePreprocessHttpHandler(service, pools),
                        net::MakePreprocessHeaderCheck(pools));
   http.Start();

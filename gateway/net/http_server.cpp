@@ -113,7 +113,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // Makes the body reservation cover `bytes`; answers 429 and returns false when it cannot.
   bool Charge(uint64_t bytes) {
     if (!options_.memory) return true;
-    const int64_t want = static_cast<int64_t>(bytes) - body_reservation_.bytes();
+    const int64_t want = static_cast<int64_t>(bytes) * std::max(options_.body_charge_factor, 1) -
+                         body_reservation_.bytes();
     if (want <= 0) return true;
     // Chunked bodies reserve ahead in steps, so the budget is not touched for every chunk.
     const int64_t step = parser_->chunked() ? std::max<int64_t>(want, 1 << 20) : want;

@@ -48,6 +48,9 @@ struct HttpServerOptions {
   int max_connections = 1024;  // open connections; more get 503 and are closed
   // Request bodies of all connections together; unset: no shared budget.
   std::shared_ptr<MemoryBudget> memory;
+  // Bytes charged to `memory` per body byte: the body itself plus what the handler makes of
+  // it while it works (a JSON parser holds about two more copies of a large string value).
+  int body_charge_factor = 1;
   std::chrono::milliseconds read_timeout{30000};  // one whole request, header and body
   std::chrono::milliseconds idle_timeout{60000};  // keep-alive wait for the next request
   std::chrono::milliseconds write_timeout{60000};
