@@ -1,7 +1,7 @@
 // The gateway's chat path end to end, without HTTP: an OpenAI request body is parsed, its
 // prompt assembled (PromptBuilder) with the images preprocessed (MediaPreprocessor), sent to a
-// real `m3-engine serve` through the engine client, and the tokens streamed back are turned
-// into the chat.completion body and the SSE sequence. For every chat-e2e case (random
+// real `m3-engine serve` by a GenerationSession, and the tokens streamed back are turned into
+// the chat.completion body and the SSE sequence. For every chat-e2e case (random
 // weights, greedy) the prompt is the reference's ids and usage counts it (vision placeholders
 // included); for the text and one-image conversations, reasoning + content equal the
 // reference's completion_text (the cases the CPU engine reproduces greedily; see
@@ -15,14 +15,13 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/engine_client/engine_request.h"
-#include "gateway/engine_client/engine_response.h"
 #include "gateway/engine_client/engine_router.h"
+#include "gateway/engine_client/generation_session.h"
 #include "gateway/media/media_preprocessor.h"
-#include "gateway/openai/chat_completion.h"
 #include "gateway/openai/chat_request.h"
-#include "gateway/openai/chat_stream.h"
 #include "gateway/openai/output_options.h"
 #include "gateway/openai/request_body.h"
+#include "gateway/openai/response_formatter.h"
 #include "gateway/text/prompt_builder.h"
 #include "shared/model_config.h"
 #include "tests/engine_server/server_process.h"
@@ -82,53 +81,37 @@ class Pipeline {
         openai::ResolveMaxTokens(req.sampling, prompt.ids.size(), model_.max_model_len),
         engine->model_info()->preferred_pixel_dtype());
 
-    const tok::Tokenizer& tok = builder_.tokenizer();
-    const openai::ResponseIdentity id{"chatcmpl-1", 1700000000, model_.name};
-    auto options = openai::ChatOutputOptions(req, eos_, prompt.rendered);
-    openai::ChatStream stream(tok, id, options, req.stream.include_usage, false);
-    openai::ChatCompletion whole(tok, id, options, false);
-
+    // The production path from here: the session on the engines, the response formatter.
+    engine_client::GenerationRequest session_request;
+    session_request.request = request;
+    session_request.formatter =
+        openai::MakeChatFormatter(builder_.tokenizer(), {"chatcmpl-1", 1700000000, model_.name},
+                                  openai::ChatOutputOptions(req, eos_, prompt.rendered),
+                                  req.stream.stream, req.stream.include_usage, false);
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
-    grpc::Status status;
-    std::string sse = Join(stream.Start());
-    engine::v1::GenerateResponse last;
-    auto call = engine->Generate(
-        request,
-        {[&](engine::v1::GenerateResponse&& r) {
-           std::lock_guard<std::mutex> lock(mu);
-           if (req.stream.stream) {
-             sse +=
-                 Join(stream.Push({r.token_ids().data(), static_cast<size_t>(r.token_ids_size())}));
-           } else {
-             whole.Push({r.token_ids().data(), static_cast<size_t>(r.token_ids_size())});
-           }
-           last = std::move(r);
-         },
-         [&](const grpc::Status& s) {
-           std::lock_guard<std::mutex> lock(mu);
-           status = s;
-           done = true;
-           cv.notify_all();
-         }});
+    int status = 0;
+    std::string out;
+    engine_client::GenerationSession::Start(router_, std::move(session_request),
+                                            {[&](std::string events) {
+                                               std::lock_guard<std::mutex> lock(mu);
+                                               out += events;
+                                             },
+                                             [&](int http_status, std::string body) {
+                                               std::lock_guard<std::mutex> lock(mu);
+                                               status = http_status;
+                                               out += body;
+                                               done = true;
+                                               cv.notify_all();
+                                             }});
     std::unique_lock<std::mutex> lock(mu);
     REQUIRE(cv.wait_for(lock, 60s, [&] { return done; }));
-    REQUIRE_MESSAGE(status.ok(), status.error_message());
-    const auto finish = engine_client::FinishReasonOf(last);
-    REQUIRE(finish.has_value());
-    const openai::Usage usage = engine_client::UsageOf(last);
-    if (req.stream.stream) return sse + Join(stream.Finish(*finish, usage));
-    return whole.Finish(*finish, usage).dump();
+    REQUIRE_MESSAGE(status == 200, out);
+    return out;
   }
 
  private:
-  static std::string Join(const std::vector<std::string>& events) {
-    std::string s;
-    for (const auto& e : events) s += e;
-    return s;
-  }
-
   engine_client::EngineRouter& router_;
   text::PromptBuilder builder_;
   media::MediaPreprocessor pre_;
