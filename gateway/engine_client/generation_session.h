@@ -38,7 +38,8 @@ struct GenerationSink {
 class GenerationSession : public std::enable_shared_from_this<GenerationSession> {
  public:
   // `router` must outlive the session; the session keeps itself alive until finish has been
-  // called.
+  // called. The sink is called on gRPC threads, or from Start itself when no engine can take
+  // the request (finish with 503).
   static std::shared_ptr<GenerationSession> Start(EngineRouter& router, GenerationRequest request,
                                                   GenerationSink sink);
 
