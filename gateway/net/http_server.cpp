@@ -98,7 +98,9 @@ class Session : public std::enable_shared_from_this<Session> {
         }
         if (!Charge(parser_->chunked() ? 0 : parser_->content_length())) return;
         const bool body_follows = parser_->chunked() || parser_->content_length() > 0;
-        if (parser_->expects_continue() && body_follows && pending_.empty()) {
+        // RFC 9110 15.2.1: no 1xx answers to an HTTP/1.0 client.
+        if (parser_->expects_continue() && body_follows && pending_.empty() &&
+            parser_->header().version() == 11) {
           return SendContinue();
         }
         continue;
