@@ -12,7 +12,7 @@
 namespace m3::engine::cli {
 
 int RunServe(const std::vector<std::string>& args) {
-  server::BlockShutdownSignals();
+  server::InstallShutdownHandlers();
   ArgParser p;
   for (const char* o : {"model", "port", "host", "device", "max-num-seqs", "max-batched-tokens",
                         "kv-pages", "kv-memory", "page-size", "max-prefill-chunk", "max-waiting",

@@ -258,6 +258,8 @@ void EngineCore::Step() {
   }
   ++steps_;
   scheduler_->Commit(step);
+  // Before any output of this step goes out, so a client that saw a token sees its pages.
+  PublishStats();
 
   std::vector<SampleRow> rows(step.sampled.size());
   for (size_t i = 0; i < step.sampled.size(); ++i)

@@ -4,13 +4,13 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdio>
-#include <thread>
 
 #include "engine/server/engine_service.h"
 #include "shared/error.h"
@@ -19,19 +19,33 @@
 namespace m3::engine::server {
 namespace {
 
-sigset_t ShutdownSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  return set;
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void OnShutdownSignal(int sig) {
+  const char c = static_cast<char>(sig);
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &c, 1);  // async-signal-safe
+}
+
+// The next shutdown signal, or 0 after `timeout_ms` (-1: wait for ever).
+int WaitSignal(int timeout_ms) {
+  pollfd p{g_signal_pipe[0], POLLIN, 0};
+  if (poll(&p, 1, timeout_ms) <= 0) return 0;
+  char c = 0;
+  return read(g_signal_pipe[0], &c, 1) == 1 ? c : 0;
 }
 
 }  // namespace
 
-void BlockShutdownSignals() {
-  sigset_t set = ShutdownSignals();
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+void InstallShutdownHandlers() {
+  if (g_signal_pipe[0] < 0)
+    Require(pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) == 0, ErrorCode::kInternal,
+            "cannot create the signal pipe");
+  struct sigaction sa {};
+  sa.sa_handler = OnShutdownSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 }
 
@@ -58,27 +72,22 @@ int RunServer(EngineCore& core, const ServerOptions& options) {
   std::printf("m3-engine: listening on port %d\n", port);
   std::fflush(stdout);
 
-  sigset_t set = ShutdownSignals();
   int sig = 0;
-  sigwait(&set, &sig);
+  while (sig == 0) sig = WaitSignal(-1);
   Log(LogLevel::kInfo, "m3-engine: signal ", sig, ": no new requests; finishing running ones");
   core.StopAdmission();
-  // A second signal while draining stops at once; otherwise the waiter's own signal ends the
-  // wait once the engine is idle.
-  std::atomic<bool> drained{false}, abandon{false};
-  std::thread waiter([&] {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(options.drain_timeout_s);
-    while (!core.Idle() && !abandon && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (abandon) return;
-    drained = true;
-    kill(getpid(), SIGTERM);
-  });
-  sigwait(&set, &sig);
-  abandon = true;
-  waiter.join();
-  if (!drained) Log(LogLevel::kWarn, "m3-engine: second signal: stopping now");
+  // Wait for the running streams; a second signal (or the drain timeout) stops at once.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(options.drain_timeout_s);
+  bool drained = false;
+  for (;;) {
+    if (core.Idle()) {
+      drained = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline || WaitSignal(10) != 0) break;
+  }
+  if (!drained) Log(LogLevel::kWarn, "m3-engine: stopping before all streams finished");
   // Streams already finished in the engine still flush their last messages.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(drained ? 5 : 0));
   Log(LogLevel::kInfo, "m3-engine: stopped");

@@ -18,9 +18,10 @@ struct ServerOptions {
   int drain_timeout_s = 600;  // longest wait for running streams after SIGTERM
 };
 
-// Blocks SIGTERM / SIGINT / SIGPIPE in the calling thread; call first in main, before any
-// thread starts, so only RunServer's sigwait sees them.
-void BlockShutdownSignals();
+// Installs the SIGTERM / SIGINT handlers (they only note the signal, whichever thread takes
+// it: libraries such as OpenBLAS start threads before main that no signal mask reaches) and
+// ignores SIGPIPE. Call before loading the model, so a signal during loading is kept too.
+void InstallShutdownHandlers();
 
 // Serves until a shutdown signal; returns the process exit code.
 int RunServer(EngineCore& core, const ServerOptions& options);

@@ -42,7 +42,11 @@ def main():
         run(stub, pb, grpc, data)
     finally:
         server.terminate()
-        assert server.wait(timeout=60) == 0, "server did not exit cleanly"
+        code = server.wait(timeout=60)
+        log.close()
+        if code != 0:
+            sys.stderr.write(open(os.path.join(stubs, "server.log")).read()[-4000:])
+        assert code == 0, "server did not exit cleanly: status %d" % code
     print("python client: all checks passed")
 
 
