@@ -156,6 +156,16 @@ std::string Evaluator::Render() {
   } catch (const RenderError& e) {
     throw Error(ErrorCode::kInvalidArgument,
                 program_.name + ":" + std::to_string(line_) + ": " + e.what());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    // The limits should make this unreachable; if not, the request fails, not the server.
+    throw Error(ErrorCode::kResourceExhausted, program_.name + ":" + std::to_string(line_) +
+                                                   ": template rendering ran out of memory");
+  } catch (const std::exception& e) {
+    // A fault of the engine, not of the template: reported as internal, never a crash.
+    throw Error(ErrorCode::kInternal, program_.name + ":" + std::to_string(line_) +
+                                          ": template engine fault: " + e.what());
   }
   return out;
 }

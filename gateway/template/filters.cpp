@@ -4,6 +4,7 @@
 #include "gateway/template/filters.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -41,13 +42,26 @@ Value GetAttrPath(Evaluator& ev, const Value& item, const Value& attribute, cons
       std::string part =
           path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
       bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-      cur = ev.GetItem(cur, digits ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
+      int64_t index = 0;
+      // A number too large for an index can only miss, as the string key does.
+      if (digits &&
+          std::from_chars(part.data(), part.data() + part.size(), index).ec != std::errc{})
+        digits = false;
+      cur = ev.GetItem(cur, digits ? Value(index) : Value(part));
       if (dot == std::string::npos) break;
       start = dot + 1;
     }
   }
   if (cur.IsUndefined() && !dflt.IsUndefined()) return dflt;
   return cur;
+}
+
+// int(float): integers are 64-bit here, so values beyond them are refused, not wrapped (the
+// cast would be undefined).
+int64_t TruncToInt(double d) {
+  const double t = std::trunc(d);
+  if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0)) Fail("integer overflow");
+  return static_cast<int64_t>(t);
 }
 
 Value IgnoreCase(const Value& v, bool case_sensitive) {
@@ -205,7 +219,7 @@ Value FInt(const Value& in, CallArgs& args, Evaluator&) {
   if (in.IsFloat()) {
     double d = in.AsDouble();
     if (!std::isfinite(d)) return dflt;
-    return Value(static_cast<int64_t>(std::trunc(d)));
+    return Value(TruncToInt(d));
   }
   if (!in.IsString()) return dflt;
   std::string s = py::Strip(in.AsString(), std::nullopt, true, true);
@@ -220,7 +234,7 @@ Value FInt(const Value& in, CallArgs& args, Evaluator&) {
     if (end == t.c_str() + t.size() && errno == 0) return Value(static_cast<int64_t>(v));
   }
   if (auto d = ParsePyFloat(in.AsString()); d && std::isfinite(*d)) {
-    return Value(static_cast<int64_t>(std::trunc(*d)));
+    return Value(TruncToInt(*d));
   }
   return dflt;
 }
@@ -364,7 +378,10 @@ Value FAbs(const Value& in, CallArgs& args, Evaluator&) {
   BindArgs(args, "abs", {});
   in.Defined();
   if (in.IsFloat()) return Value(std::fabs(in.AsDouble()));
-  if (in.IsInt() || in.IsBool()) return Value(in.AsInt() < 0 ? -in.AsInt() : in.AsInt());
+  if (in.IsInt() || in.IsBool()) {
+    if (in.AsInt() == INT64_MIN) Fail("integer overflow");  // Python switches to a big int
+    return Value(in.AsInt() < 0 ? -in.AsInt() : in.AsInt());
+  }
   Fail("bad operand type for abs(): '" + TypeName(in) + "'");
 }
 
@@ -384,7 +401,7 @@ Value FRound(const Value& in, CallArgs& args, Evaluator&) {
                   static_cast<int>(std::clamp<int64_t>(precision, 0, 300)), d);
     double r = std::strtod(buf, nullptr);
     if (precision < 0) {
-      double f = std::pow(10.0, static_cast<double>(-precision));
+      double f = std::pow(10.0, -static_cast<double>(precision));
       r = std::nearbyint(d / f) * f;
     }
     return Value(r);
@@ -597,7 +614,10 @@ Value FAttr(const Value& in, CallArgs& args, Evaluator& ev) {
   if (in.IsNamespace() || !BoundMethod(in, name)) {
     if (in.IsNamespace()) return ev.GetAttr(in, name);
     in.Defined();
-    return Value::Undefined("'" + TypeName(in) + " object' has no attribute '" + name + "'");
+    // Built with append: GCC 12 reports a false -Wrestrict on the operator+ chain here.
+    std::string message = "'";
+    message.append(TypeName(in)).append(" object' has no attribute '").append(name).append("'");
+    return Value::Undefined(std::move(message));
   }
   return *BoundMethod(in, name);
 }
@@ -627,7 +647,7 @@ Value FFormat(const Value& in, CallArgs& args, Evaluator&) {
       out += Repr(v);
     } else if (c == 'd' || c == 'i') {
       if (!v.IsNumber()) Fail("%d format: a real number is required, not " + TypeName(v));
-      out += std::to_string(v.IsFloat() ? static_cast<int64_t>(v.AsDouble()) : v.AsInt());
+      out += std::to_string(v.IsFloat() ? TruncToInt(v.AsDouble()) : v.AsInt());
     } else if (c == 'f') {
       if (!v.IsNumber()) Fail("must be real number, not " + TypeName(v));
       char buf[64];

@@ -2,6 +2,7 @@
 #include "gateway/template/methods.h"
 
 #include <algorithm>
+#include <charconv>
 #include <unordered_set>
 
 #include "gateway/template/call_args.h"
@@ -117,9 +118,15 @@ std::string PyFormat(const std::string& fmt, const CallArgs& args) {
         Fail("format specs in str.format are not supported");
       const Value* v = nullptr;
       if (field.empty() || std::all_of(field.begin(), field.end(), ::isdigit)) {
-        size_t idx = field.empty() ? auto_index++ : std::stoul(field);
+        size_t idx = auto_index;
+        if (field.empty()) {
+          ++auto_index;
+        } else if (std::from_chars(field.data(), field.data() + field.size(), idx).ec !=
+                   std::errc{}) {
+          idx = SIZE_MAX;  // too long a number: out of range like any other
+        }
         if (idx >= args.positional.size())
-          Fail("Replacement index " + std::to_string(idx) +
+          Fail("Replacement index " + (idx == SIZE_MAX ? field : std::to_string(idx)) +
                " out of range for positional args tuple");
         v = &args.positional[idx];
       } else {

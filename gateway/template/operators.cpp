@@ -139,7 +139,10 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
 Value Negate(const Value& v) {
   v.Defined();
   if (v.IsFloat()) return Value(-v.AsDouble());
-  if (v.IsInt() || v.IsBool()) return Value(-v.AsInt());
+  if (v.IsInt() || v.IsBool()) {
+    if (v.AsInt() == INT64_MIN) Fail("integer overflow");
+    return Value(-v.AsInt());
+  }
   Fail("bad operand type for unary -: '" + TypeName(v) + "'");
 }
 

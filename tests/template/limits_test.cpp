@@ -303,6 +303,19 @@ TEST_CASE("a small thread stack is guarded even with the counts raised") {
              "nested too deep for the thread's stack");
 }
 
+TEST_CASE("64-bit edges found by fuzzing fail cleanly") {
+  const Json ctx = {{"m", INT64_MIN}};
+  CHECK(Run("{{ m | abs }}", ctx).text == "t.jinja:1: integer overflow");
+  CHECK(Run("{{ -m }}", ctx).text == "t.jinja:1: integer overflow");
+  CHECK(Run("{{ 1e300 | int }}").text == "t.jinja:1: integer overflow");
+  CHECK(Run("{{ '1e300' | int }}").text == "t.jinja:1: integer overflow");
+  CHECK(Run("{{ '%d' | format(1e300) }}").text == "t.jinja:1: integer overflow");
+  CHECK(Run("{{ 1.5 | round(-9223372036854775807 - 1, 'floor') }}").ok);
+  CHECK(Run("{{ '{99999999999999999999}'.format(1) }}").text ==
+        "t.jinja:1: Replacement index 99999999999999999999 out of range for positional args tuple");
+  CHECK(Run("{{ [[1]] | map(attribute='99999999999999999999') | list }}").text == "[Undefined]");
+}
+
 TEST_CASE("limit errors are kTooLarge, template errors stay kInvalidArgument") {
   CHECK(Run("{{ 1 + 'a' }}").code == m3::ErrorCode::kInvalidArgument);
   CHECK(Run("{{ raise_exception('no') }}").code == m3::ErrorCode::kInvalidArgument);
