@@ -128,8 +128,14 @@ asio::awaitable<Hop> FetchHop(const Url& url, const FetchOptions& options, const
   } else {
     if (url.ipv6_literal)
       throw Error(ErrorCode::kInvalidArgument, "malformed IPv6 literal in " + url.ToString());
-    progress.stage = "resolving the host";
-    endpoints = co_await ResolveHost(url.host, url.port, deadline);
+    if (url.host == "localhost" || (url.host.size() > 10 && url.host.ends_with(".localhost"))) {
+      // RFC 6761: these names are loopback whatever the resolver says (or when it knows none).
+      endpoints.emplace_back(asio::ip::address_v4::loopback(), url.port);
+      endpoints.emplace_back(asio::ip::address_v6::loopback(), url.port);
+    } else {
+      progress.stage = "resolving the host";
+      endpoints = co_await ResolveHost(url.host, url.port, deadline);
+    }
   }
   std::vector<tcp::endpoint> allowed;
   for (const auto& ep : endpoints) {
