@@ -3,11 +3,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "shared/error.h"
+#include "shared/json_file.h"
 
 namespace m3 {
 namespace {
@@ -36,13 +35,7 @@ std::optional<double> Number(const json& j, const char* key, const std::string& 
 }  // namespace
 
 GenerationConfig ParseGenerationConfig(const std::string& json_text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    throw Error(ErrorCode::kInvalidArgument, "malformed JSON in " + source + ": " + e.what());
-  }
-  Require(j.is_object(), ErrorCode::kInvalidArgument, source + " is not a JSON object");
+  json j = ParseJsonObject(json_text, source);
   GenerationConfig g;
   if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
     const json& e = j["eos_token_id"];
@@ -76,11 +69,7 @@ GenerationConfig ParseGenerationConfig(const std::string& json_text, const std::
 GenerationConfig LoadGenerationConfig(const std::string& model_dir) {
   const std::filesystem::path p = std::filesystem::path(model_dir) / "generation_config.json";
   if (!std::filesystem::exists(p)) return {};
-  std::ifstream in(p);
-  Require(in.good(), ErrorCode::kNotFound, "cannot read " + p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseGenerationConfig(ss.str(), p.string());
+  return ParseGenerationConfig(ReadTextFile(p), p.string());
 }
 
 }  // namespace m3

@@ -3,11 +3,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "shared/error.h"
+#include "shared/json_file.h"
 
 namespace m3 {
 namespace {
@@ -286,13 +285,7 @@ VisionConfig ParseVision(const json& vj, const json& top, const std::string& whe
 }  // namespace
 
 ModelConfig ParseModelConfig(const std::string& json_text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    throw Error(ErrorCode::kInvalidArgument, "malformed JSON in " + source + ": " + e.what());
-  }
-  Require(j.is_object(), ErrorCode::kInvalidArgument, source + " is not a JSON object");
+  json j = ParseJsonObject(json_text, source);
   Require(j.contains("text_config") && j["text_config"].is_object(), ErrorCode::kInvalidArgument,
           source + ": missing 'text_config' (is this a MiniMax-M3 VL checkpoint?)");
   Require(j.contains("vision_config") && j["vision_config"].is_object(),
@@ -316,11 +309,7 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
 
 ModelConfig LoadModelConfig(const std::string& model_dir) {
   std::filesystem::path p = std::filesystem::path(model_dir) / "config.json";
-  std::ifstream in(p);
-  Require(in.good(), ErrorCode::kNotFound, "cannot read " + p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  ModelConfig c = ParseModelConfig(ss.str(), p.string());
+  ModelConfig c = ParseModelConfig(ReadTextFile(p), p.string());
   c.generation = LoadGenerationConfig(model_dir);
   for (int64_t id : c.generation.eos_token_ids) {
     Require(id < c.text.vocab_size, ErrorCode::kInvalidArgument,
