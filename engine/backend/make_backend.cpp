@@ -33,4 +33,15 @@ std::unique_ptr<Backend> MakeBackend(const std::string& device) {
               "device '" + device + "' is not supported (known: cpu, cuda, cuda:N)");
 }
 
+DeviceMemory QueryDeviceMemory(const std::string& device) {
+  if (device == "cpu") return {};
+#ifdef M3_HAVE_CUDA
+  const CudaMemory m = CudaMemoryInfo(device);
+  return {static_cast<int64_t>(m.free_bytes), static_cast<int64_t>(m.total_bytes)};
+#else
+  MakeBackend(device);  // throws: this build has no such device
+  return {};
+#endif
+}
+
 }  // namespace m3::engine::backend

@@ -1,4 +1,5 @@
-// RunServe: flags -> EngineConfig, the model runner, the engine core, the gRPC server.
+// RunServe: flags -> EngineConfig, the model runner, the engine core, the gRPC server. On a GPU
+// the KV cache is sized from the memory left after the weights (--gpu-memory-fraction).
 #include "engine/cli/serve_command.h"
 
 #include <filesystem>
@@ -14,9 +15,10 @@ namespace m3::engine::cli {
 int RunServe(const std::vector<std::string>& args) {
   server::InstallShutdownHandlers();
   ArgParser p;
-  for (const char* o : {"model", "port", "host", "device", "max-num-seqs", "max-batched-tokens",
-                        "kv-pages", "kv-memory", "page-size", "max-prefill-chunk", "max-waiting",
-                        "encoder-cache-mb", "max-message-mb", "served-model-name"})
+  for (const char* o :
+       {"model", "port", "host", "device", "max-num-seqs", "max-batched-tokens", "kv-pages",
+        "kv-memory", "page-size", "max-prefill-chunk", "max-waiting", "encoder-cache-mb",
+        "max-message-mb", "served-model-name", "gpu-memory-fraction"})
     p.AddOption(o);
   p.AddFlag("no-prefix-caching");
   p.Parse(args);
@@ -62,6 +64,16 @@ int RunServe(const std::vector<std::string>& args) {
 
   RunnerOptions ro;
   ro.device = p.Get("device").value_or("cpu");
+  const bool gpu = ro.device != "cpu";
+  Require(gpu || !p.Has("gpu-memory-fraction"), ErrorCode::kInvalidArgument,
+          "--gpu-memory-fraction needs a GPU --device (cuda or cuda:N)");
+  Require(!(p.Has("gpu-memory-fraction") && (p.Has("kv-pages") || p.Has("kv-memory"))),
+          ErrorCode::kInvalidArgument,
+          "give --gpu-memory-fraction or --kv-pages / --kv-memory, not both");
+  const double fraction = p.Double("gpu-memory-fraction", 0.9);
+  Require(fraction > 0 && fraction <= 1, ErrorCode::kInvalidArgument,
+          "--gpu-memory-fraction must be in (0, 1]");
+  if (gpu && !p.Has("kv-pages") && !p.Has("kv-memory")) cfg.gpu_memory_fraction = fraction;
   EngineCore core(LoadModelRunner(model_dir, ro), cfg);
   return server::RunServer(core, so);
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <random>
 
+#include "engine/backend/make_backend.h"
 #include "engine/runtime/content_hash.h"
 #include "engine/runtime/request_validation.h"
 #include "shared/error.h"
@@ -15,6 +16,25 @@ namespace {
 
 int64_t DefaultPageSize(const RunnerInfo& info) {
   return info.msa_block_size > 0 ? info.msa_block_size : 16;
+}
+
+// fraction * total minus what is in use now (these weights, the CUDA context and cuBLAS, other
+// processes); the complement of the fraction is left for the step activations.
+int64_t GpuKvBudget(const std::string& device, double fraction) {
+  Require(fraction <= 1, ErrorCode::kInvalidArgument, "the GPU memory fraction must be <= 1");
+  const backend::DeviceMemory m = backend::QueryDeviceMemory(device);
+  Require(m.total_bytes > 0, ErrorCode::kInvalidArgument,
+          "a GPU memory fraction was given for device " + device + ", which is no GPU");
+  const int64_t used = m.total_bytes - m.free_bytes;
+  const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(m.total_bytes)) - used;
+  Log(LogLevel::kInfo, "engine: ", device, " has ", m.total_bytes >> 20, " MiB, ", used >> 20,
+      " MiB in use after loading the weights; GPU memory fraction ", fraction, " leaves ",
+      std::max<int64_t>(budget, 0) >> 20, " MiB for the KV cache");
+  Require(budget > 0, ErrorCode::kResourceExhausted,
+          "GPU memory fraction " + std::to_string(fraction) + " of " + device + "'s " +
+              std::to_string(m.total_bytes >> 20) + " MiB leaves no room for the KV cache: " +
+              std::to_string(used >> 20) + " MiB are in use after loading the weights");
+  return budget;
 }
 
 }  // namespace
@@ -32,6 +52,8 @@ EngineCore::EngineCore(std::unique_ptr<ModelRunner> runner, const EngineConfig& 
           ErrorCode::kInvalidArgument,
           "the KV page size " + std::to_string(config_.page_size) +
               " must divide the MSA block size " + std::to_string(info_.msa_block_size));
+  if (config_.kv_pages <= 0 && config_.kv_memory_bytes <= 0 && config_.gpu_memory_fraction > 0)
+    config_.kv_memory_bytes = GpuKvBudget(info_.device, config_.gpu_memory_fraction);
   if (config_.kv_pages <= 0) {
     const int64_t per_page = runner_->KvBytesPerPage(config_.page_size);
     Require(per_page > 0, ErrorCode::kInternal, "the runner reports 0 bytes per KV page");

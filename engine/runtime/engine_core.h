@@ -32,6 +32,10 @@ struct EngineConfig {
   int64_t page_size = 0;        // 0: the MSA block size (16 without MSA layers)
   int64_t kv_pages = 0;         // 0: from kv_memory_bytes
   int64_t kv_memory_bytes = 0;  // 0: 1 GiB, capped at what max_num_seqs full contexts need
+  // > 0 (GPU runners, kv_pages and kv_memory_bytes 0): the KV cache takes this share of the
+  // device's memory less what is in use once the weights are loaded (kResourceExhausted when
+  // nothing is left).
+  double gpu_memory_fraction = 0;
   bool prefix_caching = true;
   int64_t encoder_cache_bytes = int64_t{512} << 20;
   GenerationConfig generation;  // defaults for requests (generation_config.json)

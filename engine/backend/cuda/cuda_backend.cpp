@@ -583,18 +583,32 @@ class CudaBackend : public Backend {
 
 }  // namespace
 
+namespace {
+
+// The GPU index of "cuda" (0) or "cuda:N".
+int CudaIndex(const std::string& device) {
+  if (device == "cuda") return 0;
+  const std::string prefix = "cuda:";
+  bool ok = device.rfind(prefix, 0) == 0 && device.size() > prefix.size() &&
+            device.size() <= prefix.size() + 3;
+  for (size_t i = prefix.size(); ok && i < device.size(); ++i)
+    ok = device[i] >= '0' && device[i] <= '9';
+  Require(ok, ErrorCode::kInvalidArgument,
+          "device '" + device + "' is not 'cuda' or 'cuda:N' (N a GPU index)");
+  return std::stoi(device.substr(prefix.size()));
+}
+
+}  // namespace
+
+CudaMemory CudaMemoryInfo(const std::string& device) {
+  BindDevice(CudaIndex(device));
+  size_t free_b = 0, total_b = 0;
+  CudaCheck(cudaMemGetInfo(&free_b, &total_b), "reading the free memory of " + device);
+  return {free_b, total_b};
+}
+
 std::unique_ptr<Backend> MakeCudaBackend(const std::string& device) {
-  int index = 0;
-  if (device != "cuda") {
-    const std::string prefix = "cuda:";
-    bool ok = device.rfind(prefix, 0) == 0 && device.size() > prefix.size() &&
-              device.size() <= prefix.size() + 3;
-    for (size_t i = prefix.size(); ok && i < device.size(); ++i)
-      ok = device[i] >= '0' && device[i] <= '9';
-    Require(ok, ErrorCode::kInvalidArgument,
-            "device '" + device + "' is not 'cuda' or 'cuda:N' (N a GPU index)");
-    index = std::stoi(device.substr(prefix.size()));
-  }
+  const int index = CudaIndex(device);
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {

@@ -18,4 +18,11 @@ namespace m3::engine::backend {
 // kUnsupported for a GPU this build has no code for (compute capability below 9.0).
 std::unique_ptr<Backend> MakeCudaBackend(const std::string& device);
 
+struct CudaMemory {
+  size_t free_bytes = 0, total_bytes = 0;
+};
+// The GPU's free and total memory now (cudaMemGetInfo: every process's allocations count),
+// for sizing the KV cache after the weights are loaded.
+CudaMemory CudaMemoryInfo(const std::string& device);
+
 }  // namespace m3::engine::backend
