@@ -1,9 +1,14 @@
-// MoeGroupedExperts: the counting sort runs on the host over the downloaded expert ids (one
-// synchronization per MoE layer; a device-side grouped GEMM replaces it in the performance
-// work), the rows are gathered on the device, the experts run as one cuBLAS GEMM pair each, and
-// the un-permutation is one block per row.
+// MoeGroupedExperts, two paths with the same arithmetic (f32 accumulation, expert outputs in f32,
+// the un-permutation summing in expert order, one block per row):
+// - decode-sized batches (picks <= experts, so an expert rarely serves two picks): one GEMV per
+//   pick through cublasGemmBatchedEx, its pointer arrays built on the device from the ids, so
+//   nothing waits for the host;
+// - larger batches: a counting sort on the host over the downloaded expert ids (one
+//   synchronization per MoE layer), the rows gathered on the device, one cuBLAS GEMM pair per
+//   expert, each expert's weights read once for all its rows.
 #include "kernels/cuda/moe_experts.cuh"
 
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -16,6 +21,7 @@ namespace {
 
 constexpr int kMaxTopk = 32;
 
+// pick_slot: the row of ys holding each pick's output; null: pick p is row p.
 __global__ void UnpermuteKernel(const float* ys, const int32_t* pick_slot, const int32_t* ids,
                                 const void* weights, ElemType wt, int64_t K, int64_t H, float scale,
                                 bf16* out) {
@@ -32,7 +38,8 @@ __global__ void UnpermuteKernel(const float* ys, const int32_t* pick_slot, const
     float routed = 0.0f;
     for (int i = 0; i < K; ++i) {
       const int j = order[i];
-      routed += ys[int64_t{pick_slot[r * K + j]} * H + c] * LoadAny(weights, wt, r * K + j);
+      const int64_t slot = pick_slot ? int64_t{pick_slot[r * K + j]} : r * K + j;
+      routed += ys[slot * H + c] * LoadAny(weights, wt, r * K + j);
     }
     out[r * H + c] = __float2bfloat16(routed * scale + __bfloat162float(out[r * H + c]));
   }
@@ -44,6 +51,75 @@ void Check(cudaError_t e, const char* what) {
                              cudaGetErrorString(e));
 }
 
+// The per-pick operands of both batched GEMVs. Ids come from MoeRoute (always in range); one
+// out of range is clamped rather than read beyond the weights.
+__global__ void PickPointersKernel(const int32_t* ids, int64_t picks, int64_t K, int64_t E,
+                                   int64_t H, int64_t I, const bf16* x, const bf16* gate_up,
+                                   const bf16* down, bf16* gu, bf16* act, float* ys,
+                                   const void** ptrs) {
+  const int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (p >= picks) return;
+  const int64_t e = min(max(int64_t{ids[p]}, int64_t{0}), E - 1);
+  ptrs[p] = gate_up + e * 2 * I * H;       // gate_up GEMV: A
+  ptrs[picks + p] = x + (p / K) * H;       //               B (the pick's token row)
+  ptrs[2 * picks + p] = gu + p * 2 * I;    //               C
+  ptrs[3 * picks + p] = down + e * H * I;  // down GEMV:    A
+  ptrs[4 * picks + p] = act + p * I;       //               B
+  ptrs[5 * picks + p] = ys + p * H;        //               C
+}
+
+// y_p = W_p b_p for every pick p (row-major W [n, k]; column-major y^T = W b^T, as Linear).
+void BatchedGemv(cublasHandle_t handle, const void* const* w, const void* const* b, void* const* y,
+                 int64_t n, int64_t k, cudaDataType_t yt, int64_t picks) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t s = cublasGemmBatchedEx(
+      handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), 1, static_cast<int>(k), &alpha, w,
+      CUDA_R_16BF, static_cast<int>(k), b, CUDA_R_16BF, static_cast<int>(k), &beta, y, yt,
+      static_cast<int>(n), static_cast<int>(picks), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("MoeGroupedExperts: cublasGemmBatchedEx failed: ") +
+                             cublasGetStatusString(s));
+}
+
+size_t Aligned(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+void PerPickExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
+                    const void* weights, ElemType weights_t, const bf16* gate_up, const bf16* down,
+                    const MoeExpertsDims& d, bf16* out, cudaStream_t stream) {
+  const int64_t H = d.hidden, I = d.inter, K = d.topk, picks = rows * K;
+  // One scratch allocation: 6 pointer arrays, gu [picks, 2I], act [picks, I] (bf16), ys
+  // [picks, H] (f32).
+  const size_t ptr_bytes = Aligned(6 * picks * sizeof(void*));
+  const size_t gu_bytes = Aligned(picks * 2 * I * 2), act_bytes = Aligned(picks * I * 2);
+  char* scratch = nullptr;
+  Check(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
+                        ptr_bytes + gu_bytes + act_bytes + picks * H * 4, stream),
+        "scratch allocation");
+  const void** ptrs = reinterpret_cast<const void**>(scratch);
+  bf16* gu = reinterpret_cast<bf16*>(scratch + ptr_bytes);
+  bf16* act = reinterpret_cast<bf16*>(scratch + ptr_bytes + gu_bytes);
+  float* ys = reinterpret_cast<float*>(scratch + ptr_bytes + gu_bytes + act_bytes);
+  try {
+    PickPointersKernel<<<Blocks(picks, 128), 128, 0, stream>>>(ids, picks, K, d.experts, H, I, x,
+                                                               gate_up, down, gu, act, ys, ptrs);
+    CheckLaunch("MoeGroupedExperts pick pointers");
+    BatchedGemv(handle, ptrs, ptrs + picks, const_cast<void* const*>(ptrs + 2 * picks), 2 * I, H,
+                CUDA_R_16BF, picks);
+    SwigluOai(gu, picks, I, d.alpha, d.limit, act, stream);
+    BatchedGemv(handle, ptrs + 3 * picks, ptrs + 4 * picks,
+                const_cast<void* const*>(ptrs + 5 * picks), H, I, CUDA_R_32F, picks);
+    UnpermuteKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(ys, nullptr, ids, weights,
+                                                                     weights_t, K, H, d.scale, out);
+    CheckLaunch("MoeGroupedExperts un-permutation");
+  } catch (...) {
+    cudaFreeAsync(scratch, stream);
+    throw;
+  }
+  Check(cudaFreeAsync(scratch, stream), "scratch release");
+}
+
 }  // namespace
 
 void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
@@ -52,6 +128,10 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
   const int64_t H = d.hidden, I = d.inter, E = d.experts, K = d.topk, picks = rows * K;
   if (rows <= 0) return;
   if (K > kMaxTopk) throw std::runtime_error("MoeGroupedExperts: top-k above 32");
+  if (picks <= E && picks <= INT_MAX) {
+    PerPickExperts(handle, x, rows, ids, weights, weights_t, gate_up, down, d, out, stream);
+    return;
+  }
   std::vector<int32_t> host_ids(picks);
   Check(cudaMemcpyAsync(host_ids.data(), ids, picks * sizeof(int32_t), cudaMemcpyDeviceToHost,
                         stream),

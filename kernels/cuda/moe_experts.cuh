@@ -23,7 +23,8 @@ struct MoeExpertsDims {
   float scale = 1.0f;
 };
 
-// Synchronizes the stream once (the expert group sizes decide the GEMM launches). The handle
+// Decode-sized batches (rows * topk <= experts) run without a host synchronization; larger ones
+// synchronize the stream once (the expert group sizes decide the GEMM launches). The handle
 // must be bound to `stream`.
 void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
                        const void* weights, ElemType weights_t, const bf16* gate_up,

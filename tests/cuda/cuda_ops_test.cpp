@@ -332,28 +332,35 @@ TEST_CASE("MoE routing and grouped experts match the CPU twins") {
     CHECK(Compare("MoeRoute weights (128 experts, top-4)", wts) < 1e-6);
   }
   const int64_t E = 8;
-  std::mt19937 rng(33);
-  std::vector<int32_t> ids_host(rows * topk);
-  std::vector<float> w_host(rows * topk);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::vector<int32_t> e(E);
-    for (int64_t i = 0; i < E; ++i) e[i] = static_cast<int32_t>(i);
-    std::shuffle(e.begin(), e.end(), rng);
-    for (int64_t j = 0; j < topk; ++j) {
-      ids_host[r * topk + j] = e[j];
-      w_host[r * topk + j] = 0.25f + 0.1f * static_cast<float>(j);
-    }
-  }
-  Twin ids = Ints(ids_host, {rows, topk});
-  Twin wts = Act(w_host, {rows, topk}, DType::kF32);
-  Twin x = Act(Random(rows * H, 34), {rows, H});
   Twin gate_up = Weight(Random(E * 2 * I * H, 35, 0.03f), {E, 2 * I, H});
   Twin down = Weight(Random(E * H * I, 36, 0.03f), {E, H, I});
-  Twin out = Act(Random(rows * H, 37), {rows, H});
   engine::backend::SwigluParams sp{1.702f, 7.0f};
-  b.cpu->MoeExperts(x.cpu, ids.cpu, wts.cpu, gate_up.cpu, down.cpu, sp, 2.5f, out.cpu);
-  b.gpu->MoeExperts(x.gpu, ids.gpu, wts.gpu, gate_up.gpu, down.gpu, sp, 2.5f, out.gpu);
-  CHECK(Compare("MoeExperts (8 x 3072 x 6144, top-4)", out) < kTol);
+  // 24 rows: experts grouped on the host; 2 rows (8 picks of 8 experts): one GEMV per pick,
+  // no host synchronization.
+  for (const int64_t n : {rows, int64_t{2}}) {
+    CAPTURE(n);
+    std::mt19937 rng(33);
+    std::vector<int32_t> ids_host(n * topk);
+    std::vector<float> w_host(n * topk);
+    for (int64_t r = 0; r < n; ++r) {
+      std::vector<int32_t> e(E);
+      for (int64_t i = 0; i < E; ++i) e[i] = static_cast<int32_t>(i);
+      std::shuffle(e.begin(), e.end(), rng);
+      for (int64_t j = 0; j < topk; ++j) {
+        ids_host[r * topk + j] = e[j];
+        w_host[r * topk + j] = 0.25f + 0.1f * static_cast<float>(j);
+      }
+    }
+    Twin ids = Ints(ids_host, {n, topk});
+    Twin wts = Act(w_host, {n, topk}, DType::kF32);
+    Twin x = Act(Random(n * H, 34), {n, H});
+    Twin out = Act(Random(n * H, 37), {n, H});
+    b.cpu->MoeExperts(x.cpu, ids.cpu, wts.cpu, gate_up.cpu, down.cpu, sp, 2.5f, out.cpu);
+    b.gpu->MoeExperts(x.gpu, ids.gpu, wts.gpu, gate_up.gpu, down.gpu, sp, 2.5f, out.gpu);
+    CHECK(Compare(n == rows ? "MoeExperts (8 x 3072 x 6144, top-4, 24 rows)"
+                            : "MoeExperts (8 x 3072 x 6144, top-4, 2 rows)",
+                  out) < kTol);
+  }
 }
 
 TEST_CASE("vision segment attention matches the CPU twin") {
