@@ -31,6 +31,9 @@ while read -r prog pkg; do
   # dpkg -S knows the file under its real name (usrmerge, alternatives).
   owner=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | cut -d: -f1 | tr ',' '\n' | sed 's/ //g')
   [ -n "$owner" ] || owner=$(dpkg -S "$path" 2>/dev/null | cut -d: -f1 | tr ',' '\n' | sed 's/ //g')
+  # Packages that ship into /bin (busybox) are known to dpkg there, /usr/bin being the merged path.
+  [ -n "$owner" ] || [[ "$path" != /usr/bin/* ]] ||
+    owner=$(dpkg -S "/bin/${path#/usr/bin/}" 2>/dev/null | cut -d: -f1 | tr ',' '\n' | sed 's/ //g')
   if ! grep -qx "$pkg" <<<"$owner"; then
     # Some programs reach their package through a dependency (c++ -> g++ via build-essential).
     deps=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \

@@ -13,10 +13,16 @@ PKGS=(
   doctest-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libopenblas-dev libpcre2-dev libutf8proc-dev
   libjpeg62-turbo-dev libjpeg-turbo-progs libpng-dev libwebp-dev webp zlib1g-dev
+  nodejs npm docker-compose busybox jq
 )
+# A name an installed package Provides counts as present: NodeSource's nodejs, for one, carries
+# npm and conflicts with Debian's npm package, which apt would otherwise try to install beside it.
+provided=" $(dpkg-query -W -f='${db:Status-Abbrev}|${Provides}\n' 2>/dev/null |
+  awk -F'|' '$1 ~ /^ii/ {print $2}' | tr ',' '\n' | sed 's/(.*)//; s/ //g' | tr '\n' ' ') "
 missing=()
 for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    [[ "$provided" == *" $p "* ]] || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
