@@ -102,8 +102,11 @@ std::string FormatMetricValue(double value) {
 }
 
 void Counter::Inc(double amount) {
-  Require(amount >= 0, ErrorCode::kInvalidArgument,
-          "a counter cannot go down (increment " + FormatMetricValue(amount) + ")");
+  // Not Require: its message would be built on every call of this hot path.
+  if (!(amount >= 0)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "a counter cannot go down (increment " + FormatMetricValue(amount) + ")");
+  }
   value_.fetch_add(amount, std::memory_order_relaxed);
 }
 
@@ -154,9 +157,11 @@ std::vector<double> LinearBuckets(double start, double width, int count) {
 
 template <typename Metric>
 Metric& Family<Metric>::WithLabels(const std::vector<std::string>& values) {
-  Require(values.size() == label_names_.size(), ErrorCode::kInvalidArgument,
-          "metric " + name_ + " has " + std::to_string(label_names_.size()) + " labels, given " +
-              std::to_string(values.size()) + " values");
+  if (values.size() != label_names_.size()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "metric " + name_ + " has " + std::to_string(label_names_.size()) +
+                    " labels, given " + std::to_string(values.size()) + " values");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = series_.find(values);
   if (it == series_.end()) it = series_.emplace(values, MakeMetric<Metric>(bounds_)).first;
