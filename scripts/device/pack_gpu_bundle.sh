@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Packs GPU test binaries built HERE (full build with gRPC, no BLAS, so nothing beyond gRPC's
+# libraries needs carrying) with the shared libraries they link that the GPU machine lacks into
+# .dev/gpu-bundle.tar.xz (git-ignored), for scripts/device/cuda_checks.sh: m3-engine (serve
+# included), cuda_test and cuda_serve_test, stripped, and lib/ (gRPC, protobuf, abseil, re2,
+# c-ares, ...). Left out: glibc, libstdc++, libgcc_s, zlib, OpenSSL and the CUDA libraries,
+# which the machine has. The binaries keep their build directory's absolute test paths
+# (M3_TEST_DATA under /work/main, M3_BIN_DIR under BUILD), which the device script recreates.
+# Usage: scripts/device/pack_gpu_bundle.sh BUILD_DIR
+#   BUILD_DIR configured with -DM3_CUDA=ON -DM3_USE_BLAS=OFF and built with
+#   --target m3-engine cuda_test cuda_serve_test
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+BUILD="$(cd "$1" && pwd)"
+STAGE="$(mktemp -d)"
+mkdir -p "$STAGE/bin" "$STAGE/lib"
+echo "$BUILD" >"$STAGE/BUILD_DIR"
+for b in m3-engine cuda_test cuda_serve_test; do
+  strip -o "$STAGE/bin/$b" "$BUILD/bin/$b"
+done
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libz\.|libssl\.|libcrypto\.|libcublas|libcudart)'
+for b in "$STAGE"/bin/*; do
+  ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if [[ "$name" =~ $skip ]]; then continue; fi
+  cp -L "$path" "$STAGE/lib/$name"
+done
+strip --strip-unneeded "$STAGE"/lib/* 2>/dev/null || true
+mkdir -p "$ROOT/.dev"
+tar -C "$STAGE" -cJf "$ROOT/.dev/gpu-bundle.tar.xz" BUILD_DIR bin lib
+rm -rf "$STAGE"
+ls -l "$ROOT/.dev/gpu-bundle.tar.xz"
