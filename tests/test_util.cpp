@@ -19,7 +19,11 @@
 namespace m3::test {
 
 std::string DataPath(const std::string& relative) {
-  return std::string(M3_TEST_DATA) + "/" + relative;
+  const std::string source = std::string(M3_TEST_DATA) + "/" + relative;
+  if (std::filesystem::exists(source)) return source;
+  // Unpacked at configure time from a .tar.xz beside the data (see tests/CMakeLists.txt).
+  const std::string unpacked = std::string(M3_TEST_DATA_UNPACKED) + "/" + relative;
+  return std::filesystem::exists(unpacked) ? unpacked : source;
 }
 std::string BinPath(const std::string& name) {
   return std::string(M3_BIN_DIR) + "/" + name;

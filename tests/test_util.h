@@ -8,9 +8,10 @@
 
 namespace m3::test {
 
-std::string DataPath(const std::string& relative);  // tests/data/<relative>
-std::string BinPath(const std::string& name);       // <build>/bin/<name>
-std::string TempDir();                              // a fresh directory under /tmp
+// tests/data/<relative>, or its copy unpacked into the build tree from a .tar.xz
+std::string DataPath(const std::string& relative);
+std::string BinPath(const std::string& name);  // <build>/bin/<name>
+std::string TempDir();                         // a fresh directory under /tmp
 
 // ||a - b|| / ||b||; infinity when sizes differ.
 double RelativeL2(std::span<const float> a, std::span<const float> b);
