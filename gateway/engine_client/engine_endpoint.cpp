@@ -38,6 +38,10 @@ EngineEndpoint::EngineEndpoint(std::string address, ExpectedModel expected, Endp
   stub_ = v1::Engine::NewStub(channel_);
 }
 
+EngineEndpoint::~EngineEndpoint() {
+  live_calls_->CancelAndWait();
+}
+
 EndpointState EngineEndpoint::state() const {
   std::lock_guard<std::mutex> lock(mu_);
   return state_;
@@ -139,19 +143,19 @@ void EngineEndpoint::Probe() {
 std::shared_ptr<GenerateCall> EngineEndpoint::Generate(const v1::GenerateRequest& request,
                                                        GenerateCall::Callbacks callbacks) {
   outstanding_.fetch_add(1);
-  std::weak_ptr<EngineEndpoint> weak = weak_from_this();
   auto on_done = std::move(callbacks.on_done);
-  callbacks.on_done = [weak, on_done = std::move(on_done)](const grpc::Status& status) {
-    if (auto self = weak.lock()) {
-      self->outstanding_.fetch_sub(1);
-      // The engine could not be reached: as telling as a failed probe.
-      if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-        self->RecordFailure("Generate: " + status.error_message());
-      }
+  // `this` outlives the call: the destructor waits for every call's OnDone to be over. (A
+  // weak reference locked here could become the last one and destroy the endpoint, and with
+  // it the channel, on this gRPC thread.)
+  callbacks.on_done = [this, on_done = std::move(on_done)](const grpc::Status& status) {
+    outstanding_.fetch_sub(1);
+    // The engine could not be reached: as telling as a failed probe.
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      RecordFailure("Generate: " + status.error_message());
     }
     if (on_done) on_done(status);
   };
-  return GenerateCall::Start(*stub_, request, std::move(callbacks));
+  return GenerateCall::Start(*stub_, request, std::move(callbacks), live_calls_);
 }
 
 }  // namespace m3::engine_client

@@ -36,6 +36,12 @@ std::string_view EndpointStateName(EndpointState state);
 class EngineEndpoint : public std::enable_shared_from_this<EngineEndpoint> {
  public:
   EngineEndpoint(std::string address, ExpectedModel expected, EndpointOptions options = {});
+  // Cancels the calls still running and waits until they are over, then drops the channel.
+  // Must not run on a gRPC thread (the router owns its endpoints and never lets the last
+  // reference go there).
+  ~EngineEndpoint();
+  EngineEndpoint(const EngineEndpoint&) = delete;
+  EngineEndpoint& operator=(const EngineEndpoint&) = delete;
 
   const std::string& address() const { return address_; }
 
@@ -52,6 +58,11 @@ class EngineEndpoint : public std::enable_shared_from_this<EngineEndpoint> {
   // UNAVAILABLE counts as a failed probe.
   std::shared_ptr<GenerateCall> Generate(const engine::v1::GenerateRequest& request,
                                          GenerateCall::Callbacks callbacks);
+
+  // Cancels the calls running on this engine and waits until each has ended (their on_done
+  // has returned). Not from a gRPC thread.
+  void CancelCalls() { live_calls_->CancelAndWait(); }
+  size_t live_calls() const { return live_calls_->size(); }
 
   EndpointState state() const;
   bool healthy() const { return state() == EndpointState::kHealthy; }
@@ -70,6 +81,7 @@ class EngineEndpoint : public std::enable_shared_from_this<EngineEndpoint> {
   EndpointOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<engine::v1::Engine::Stub> stub_;
+  std::shared_ptr<LiveCalls> live_calls_ = std::make_shared<LiveCalls>();
   std::atomic<int> outstanding_{0};
   std::atomic<bool> probing_{false};
 

@@ -1,4 +1,4 @@
-// Least-outstanding routing over health-checked engines (see engine_router.h).
+// Routing over health-checked engines (see engine_router.h).
 #include "gateway/engine_client/engine_router.h"
 
 #include <algorithm>
@@ -11,7 +11,7 @@ namespace m3::engine_client {
 
 EngineRouter::EngineRouter(const std::vector<std::string>& addresses, ExpectedModel expected,
                            RouterOptions options)
-    : options_(options) {
+    : options_(options), policy_(MakeRoutingPolicy(options.routing, options.cache_aware)) {
   Require(!addresses.empty(), ErrorCode::kInvalidArgument, "no engine given (--engine HOST:PORT)");
   std::set<std::string> seen;
   for (const std::string& a : addresses) {
@@ -29,6 +29,10 @@ EngineRouter::~EngineRouter() {
   }
   cv_.notify_all();
   if (monitor_.joinable()) monitor_.join();
+  // A call's on_done may retry on another engine: Pick refuses from here on, so after each
+  // engine's calls are drained no new one can start.
+  closing_.store(true);
+  for (const auto& e : endpoints_) e->CancelCalls();
 }
 
 size_t EngineRouter::Start() {
@@ -62,15 +66,23 @@ size_t EngineRouter::healthy_count() const {
   return n;
 }
 
-std::shared_ptr<EngineEndpoint> EngineRouter::Pick(
-    std::span<const EngineEndpoint* const> exclude) const {
-  std::shared_ptr<EngineEndpoint> best;
-  for (const auto& e : endpoints_) {
+std::shared_ptr<EngineEndpoint> EngineRouter::Pick(std::span<const EngineEndpoint* const> exclude,
+                                                   std::span<const int32_t> prompt) const {
+  if (closing_.load()) {
+    throw openai::RequestError(ErrorCode::kUnavailable, "the gateway is shutting down", "",
+                               "no_engine_available");
+  }
+  std::vector<EngineLoad> candidates;
+  candidates.reserve(endpoints_.size());
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    const auto& e = endpoints_[i];
     if (!e->healthy() || std::find(exclude.begin(), exclude.end(), e.get()) != exclude.end()) {
       continue;
     }
-    if (!best || e->outstanding() < best->outstanding()) best = e;
+    candidates.push_back({i, e->outstanding()});
   }
+  std::shared_ptr<EngineEndpoint> best;
+  if (!candidates.empty()) best = endpoints_.at(policy_->Choose(candidates, prompt));
   if (!best) {
     std::string why;
     for (const auto& e : endpoints_) {

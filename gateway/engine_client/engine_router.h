@@ -1,10 +1,12 @@
 // EngineRouter: the gateway's engines (`--engine HOST:PORT`, one or more): checks each one's
 // ModelInfo against the model directory at start, probes their health periodically from one
 // monitor thread (short unary calls with a deadline, one engine after another; ejecting and
-// re-admitting), and picks the healthy engine with the fewest outstanding requests for each
-// new request; none healthy is a 503.
+// re-admitting), and picks a healthy engine for each new request by the configured routing
+// policy (least outstanding requests, round-robin or cache-aware: routing_policy.h); none
+// healthy is a 503.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -16,12 +18,15 @@
 
 #include "gateway/engine_client/engine_endpoint.h"
 #include "gateway/engine_client/expected_model.h"
+#include "gateway/engine_client/routing_policy.h"
 
 namespace m3::engine_client {
 
 struct RouterOptions {
   EndpointOptions endpoint;
   std::chrono::milliseconds health_interval{1000};
+  RoutingPolicyKind routing = RoutingPolicyKind::kLeastLoad;
+  CacheAwareOptions cache_aware;  // for RoutingPolicyKind::kCacheAware
 };
 
 class EngineRouter {
@@ -29,7 +34,9 @@ class EngineRouter {
   // Throws m3::Error(kInvalidArgument) for no addresses or a duplicate.
   EngineRouter(const std::vector<std::string>& addresses, ExpectedModel expected,
                RouterOptions options = {});
-  ~EngineRouter();  // stops the monitor
+  // Stops the monitor, refuses new requests (503), cancels the calls in flight and waits for
+  // them to end, so no gRPC callback runs after it (nor drops a channel on a gRPC thread).
+  ~EngineRouter();
   EngineRouter(const EngineRouter&) = delete;
   EngineRouter& operator=(const EngineRouter&) = delete;
 
@@ -39,10 +46,13 @@ class EngineRouter {
   // answer). Returns how many engines are healthy.
   size_t Start();
 
-  // The healthy engine with the fewest outstanding requests (ties: the earliest listed).
-  // `exclude`: engines already tried for this request. Throws
-  // openai::RequestError(kUnavailable -> 503, "no_engine_available") when none can serve.
-  std::shared_ptr<EngineEndpoint> Pick(std::span<const EngineEndpoint* const> exclude = {}) const;
+  // A healthy engine chosen by the routing policy among those not in `exclude` (the engines
+  // already tried for this request). `prompt`: the request's token ids (the cache-aware
+  // policy's key; the others ignore it). Throws openai::RequestError(kUnavailable -> 503,
+  // "no_engine_available") when none can serve.
+  std::shared_ptr<EngineEndpoint> Pick(std::span<const EngineEndpoint* const> exclude = {},
+                                       std::span<const int32_t> prompt = {}) const;
+  RoutingPolicyKind routing() const { return options_.routing; }
 
   const std::vector<std::shared_ptr<EngineEndpoint>>& endpoints() const { return endpoints_; }
   size_t healthy_count() const;
@@ -55,9 +65,11 @@ class EngineRouter {
 
   std::vector<std::shared_ptr<EngineEndpoint>> endpoints_;
   RouterOptions options_;
+  std::unique_ptr<RoutingPolicy> policy_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  std::atomic<bool> closing_{false};
   std::thread monitor_;
 };
 

@@ -68,7 +68,9 @@ void GenerationSession::Attempt() {
   if (finished_) return;
   std::shared_ptr<EngineEndpoint> engine;
   try {
-    engine = router_.Pick(tried_);
+    const auto& ids = request_.request.token_ids();
+    engine =
+        router_.Pick(tried_, std::span<const int32_t>(ids.data(), static_cast<size_t>(ids.size())));
   } catch (const openai::RequestError& e) {
     Fail(lock, e.http_status(), e.what(), e.error_code());
     return;

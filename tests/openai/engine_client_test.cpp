@@ -233,3 +233,84 @@ TEST_CASE("bad router configuration") {
   CHECK(router.Start() == 0);
   CHECK_THROWS_AS(router.Pick(), m3::openai::RequestError);
 }
+
+TEST_CASE("two engines: round-robin takes turns; cache-aware keeps a prompt on its engine") {
+  ServerProcess a(kModel);
+  ServerProcess b(kModel);
+  const std::vector<std::string> addresses = {"127.0.0.1:" + std::to_string(a.port()),
+                                              "127.0.0.1:" + std::to_string(b.port())};
+
+  RouterOptions round_robin = FastOptions();
+  round_robin.routing = RoutingPolicyKind::kRoundRobin;
+  EngineRouter rr(addresses, Expected(), round_robin);
+  REQUIRE(rr.Start() == 2);
+  std::vector<std::string> turns;
+  for (int i = 0; i < 4; ++i) turns.push_back(rr.Pick()->address());
+  CHECK(turns == std::vector<std::string>{addresses[0], addresses[1], addresses[0], addresses[1]});
+
+  RouterOptions cache_aware = FastOptions();
+  cache_aware.routing = RoutingPolicyKind::kCacheAware;
+  cache_aware.cache_aware.block_tokens = 16;  // the 33-token text prompt is two blocks
+  EngineRouter router(addresses, Expected(), cache_aware);
+  REQUIRE(router.Start() == 2);
+  const nlohmann::json c = TextCase();
+  const std::vector<int32_t> prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+  auto run = [&](const std::shared_ptr<EngineEndpoint>& engine, const nlohmann::json& which) {
+    Collector got;
+    engine->Generate(Request(which, 2), got.Callbacks());
+    REQUIRE(got.Wait(60s));
+    CHECK_MESSAGE(got.status.ok(), got.status.error_message());
+  };
+  auto home = router.Pick({}, prompt);
+  run(home, c);
+  // A long stream keeps the prompt's engine busier than the other one...
+  Collector long_stream;
+  auto busy = home->Generate(Request(c, 3000), long_stream.Callbacks());
+  REQUIRE(long_stream.WaitMessages(1, 60s));
+  REQUIRE(home->outstanding() == 1);
+  // ...yet the same prompt goes back to it (within the imbalance allowed), its prefix cached
+  // there; a different prompt goes by load to the other engine.
+  for (int i = 0; i < 2; ++i) {
+    auto again = router.Pick({}, prompt);
+    CHECK(again == home);
+    run(again, c);
+  }
+  nlohmann::json other_case = c;
+  other_case["prompt_ids"][0] = c["prompt_ids"][1];
+  const std::vector<int32_t> other = other_case["prompt_ids"].get<std::vector<int32_t>>();
+  auto elsewhere = router.Pick({}, other);
+  CHECK(elsewhere != home);
+  run(elsewhere, other_case);
+  busy->Cancel();
+  REQUIRE(long_stream.Wait(5s));
+
+  router.ProbeAll();
+  const auto home_health = home->last_health();
+  const auto other_health = elsewhere->last_health();
+  REQUIRE(home_health.has_value());
+  REQUIRE(other_health.has_value());
+  CHECK(home_health->prefix_cache_hit_tokens() >= 32);  // the two repeats at least
+  CHECK(other_health->prefix_cache_hit_tokens() == 0);
+}
+
+TEST_CASE("destroying the router mid-stream cancels the stream and waits for its end") {
+  // The stream's ClientContext holds the channel: were it let go after the router, the
+  // channel's last reference would drop on the gRPC thread running OnDone, which then frees
+  // the completion queue it polls (the abort at exit this test guards against).
+  ServerProcess server(kModel);
+  Collector got;
+  std::shared_ptr<GenerateCall> call;
+  {
+    EngineRouter router({"127.0.0.1:" + std::to_string(server.port())}, Expected(), FastOptions());
+    REQUIRE(router.Start() == 1);
+    call = router.Pick()->Generate(Request(TextCase(), 3000), got.Callbacks());
+    REQUIRE(got.WaitMessages(1, 60s));
+    REQUIRE_FALSE(got.done);
+  }
+  // No waiting here: the router's destructor returned only once on_done had run.
+  std::lock_guard<std::mutex> lock(got.mu);
+  CHECK(got.done);
+  CHECK(got.status.error_code() == grpc::StatusCode::CANCELLED);
+  CHECK(call->done());
+  call->Cancel();  // the handle outlives the router harmlessly
+}
