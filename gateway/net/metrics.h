@@ -19,6 +19,9 @@
 
 namespace m3::net {
 
+// The Content-Type of Registry::Render's text, for the /metrics response.
+inline constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
+
 class Counter {
  public:
   // Throws m3::Error(kInvalidArgument) for a negative or NaN amount: counters only go up.

@@ -59,6 +59,7 @@ TEST_CASE("label values and help text are escaped") {
         "# TYPE x gauge\n"
         "x{v=\"a\\\"b\\\\c\\nd\"} 1\n");
   CHECK(EscapeLabelValue("plain") == "plain");
+  CHECK(kMetricsContentType == "text/plain; version=0.0.4; charset=utf-8");
   CHECK(EscapeLabelValue("") == "");
 }
 
