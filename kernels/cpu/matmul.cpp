@@ -2,7 +2,10 @@
 // contiguous along k in the nn.Linear layout).
 #include "kernels/cpu/matmul.h"
 
+#include <algorithm>
+
 #include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/small_m_gemm.h"
 
 #ifdef M3_HAVE_CBLAS
 #include <cblas.h>
@@ -40,6 +43,21 @@ void Linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, con
       for (int64_t t = 0; t < k; ++t) acc += a[t] * b[t];
       y[idx] = bias ? acc + bias[j] : acc;
     }
+  });
+#endif
+}
+
+void LinearKMajor(const float* x, int64_t m, int64_t k, const float* wt, int64_t n, float* y) {
+  if (m == 0 || n == 0) return;
+#ifdef M3_HAVE_CBLAS
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), 1.0f, x, static_cast<int>(k), wt, static_cast<int>(n), 0.0f, y,
+              static_cast<int>(n));
+#else
+  constexpr int64_t kTile = 64;
+  ParallelFor((n + kTile - 1) / kTile, 1, [&](int64_t b, int64_t e) {
+    const int64_t c0 = b * kTile;
+    SmallMGemmKMajor(x, m, k, k, wt + c0, n, std::min(n, e * kTile) - c0, y + c0, n);
   });
 #endif
 }

@@ -10,6 +10,11 @@ namespace m3::kernels::cpu {
 void Linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias,
             float* y);
 
+// y[m, n] = x[m, k] * wt[k, n]: the same product with the weight stored K-major (transposed),
+// the layout the CPU backend keeps expert weights in for SmallMGemmKMajor. CBLAS when built
+// with it, else SmallMGemmKMajor over column tiles in parallel.
+void LinearKMajor(const float* x, int64_t m, int64_t k, const float* wt, int64_t n, float* y);
+
 // True when Linear runs on a BLAS (reported by the runner).
 bool LinearUsesBlas();
 

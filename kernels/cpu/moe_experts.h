@@ -26,4 +26,18 @@ void MoeGroupedExperts(const float* x, int64_t rows, const int32_t* ids, const f
                        const float* gate_up, const float* down, const MoeExpertsDims& dims,
                        float* out);
 
+// The same computation on K-major stacks, the layout the CPU backend keeps expert weights in:
+// gate_up_t [experts, hidden, 2 * inter] (gate columns, then up columns), down_t [experts,
+// inter, hidden] (TransposeEachExpert of the stacks above). Groups of at most kSmallExpertRows
+// rows (the common case in decode steps) run SmallMGemmKMajor, larger ones sgemm; a row of a small
+// group comes out the same whatever other rows share its group.
+constexpr int64_t kSmallExpertRows = 16;
+void MoeGroupedExpertsKMajor(const float* x, int64_t rows, const int32_t* ids, const float* weights,
+                             const float* gate_up_t, const float* down_t,
+                             const MoeExpertsDims& dims, float* out);
+
+// out[e] = w[e]^T for each of the experts' [rows, cols] matrices (in parallel). Applied to a
+// K-major stack with rows and cols swapped, it gives back the nn.Linear layout.
+void TransposeEachExpert(const float* w, int64_t experts, int64_t rows, int64_t cols, float* out);
+
 }  // namespace m3::kernels::cpu

@@ -1,5 +1,13 @@
 // CpuBackend: each op checks the shapes it relies on (an inconsistency is a bug: kInternal) and
 // forwards raw pointers to its kernels/cpu twin.
+//
+// Expert stacks (the rank-3 weights, [experts, n, k]) are stored K-major, each expert's matrix
+// transposed to [k, n], converted and transposed in one pass at load: the grouped expert MLPs
+// of a decode step have a few rows per expert, and the small-M kernel that serves them streams
+// a K-major weight with no per-call packing (kernels/cpu/small_m_gemm.h). Buffers in that layout
+// are marked, so Upload / Download of them still speak the row-major [experts, n, k] layout of
+// the interface. M3_CPU_EXPERTS_KMAJOR=0 keeps the nn.Linear layout and the per-expert sgemm
+// path (for side-by-side measurement).
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
@@ -49,6 +57,8 @@ class HostBuffer : public DeviceBuffer {
   }
   void* data() override { return data_; }
   size_t bytes() const override { return bytes_; }
+  // Set when the buffer holds an expert stack with each expert transposed.
+  bool k_major_experts = false;
 
  private:
   void* data_ = nullptr;
@@ -95,6 +105,33 @@ void ConvertToF32(const TensorView& src, int64_t begin, int64_t n, float* dst) {
   }
 }
 
+// Elements [begin, begin + n) of the parts concatenated, as float32.
+void ConvertConcatRange(std::span<const TensorView> parts, int64_t begin, int64_t n, float* dst) {
+  for (const auto& p : parts) {
+    const int64_t size = p.numel();
+    if (begin >= size) {
+      begin -= size;
+      continue;
+    }
+    const int64_t take = std::min(n, size - begin);
+    ConvertToF32(p, begin, take, dst);
+    dst += take;
+    n -= take;
+    begin = 0;
+    if (n == 0) return;
+  }
+}
+
+bool ExpertsKMajorEnabled() {
+  const char* v = std::getenv("M3_CPU_EXPERTS_KMAJOR");
+  return !(v && std::string(v) == "0");
+}
+
+bool IsKMajorExperts(const DeviceTensor& t) {
+  const auto* b = dynamic_cast<const HostBuffer*>(t.buffer.get());
+  return b && b->k_major_experts;
+}
+
 k::PagedLayout Layout(const StepMetadata& m) {
   return {m.seqs,
           m.query_start.data<int32_t>(),
@@ -120,16 +157,27 @@ class CpuBackend : public Backend {
     return t;
   }
   void Upload(const void* host, const DeviceTensor& dst) override {
-    if (dst.bytes()) std::memcpy(dst.data<uint8_t>(), host, dst.bytes());
+    if (IsKMajorExperts(dst)) {
+      k::TransposeEachExpert(static_cast<const float*>(host), dst.dim(0), dst.dim(1), dst.dim(2),
+                             dst.data<float>());
+    } else if (dst.bytes()) {
+      std::memcpy(dst.data<uint8_t>(), host, dst.bytes());
+    }
   }
   void Download(const DeviceTensor& src, void* host) override {
-    if (src.bytes()) std::memcpy(host, src.data<uint8_t>(), src.bytes());
+    if (IsKMajorExperts(src)) {
+      k::TransposeEachExpert(src.data<float>(), src.dim(0), src.dim(2), src.dim(1),
+                             static_cast<float*>(host));
+    } else if (src.bytes()) {
+      std::memcpy(host, src.data<uint8_t>(), src.bytes());
+    }
   }
 
   DeviceTensor UploadWeight(std::span<const TensorView> parts, Shape shape) override {
     int64_t total = 0;
     for (const auto& p : parts) total += p.numel();
     Check(total == NumElements(shape), "UploadWeight: parts do not fill the shape");
+    if (shape.size() == 3 && experts_k_major_) return UploadExpertStack(parts, std::move(shape));
     DeviceTensor t = Alloc(DType::kF32, std::move(shape));
     float* dst = t.data<float>();
     constexpr int64_t kChunk = 1 << 18;
@@ -307,6 +355,30 @@ class CpuBackend : public Backend {
     int32_t* out = ids.data<int32_t>();
     for (int64_t i = 0; i < rows * K; ++i) out[i] = static_cast<int32_t>(wide[i]);
   }
+  // [experts, n, k] stored as [experts, k, n]: blocks of 32 source rows are converted into a
+  // scratch and written transposed, in parallel over (expert, block); no whole-tensor copy.
+  DeviceTensor UploadExpertStack(std::span<const TensorView> parts, Shape shape) {
+    DeviceTensor t = Alloc(DType::kF32, std::move(shape));
+    static_cast<HostBuffer*>(t.buffer.get())->k_major_experts = true;
+    const int64_t E = t.dim(0), N = t.dim(1), K = t.dim(2);
+    constexpr int64_t kBlock = 32;
+    const int64_t blocks = (N + kBlock - 1) / kBlock;
+    float* dst = t.data<float>();
+    k::ParallelFor(E * blocks, 1, [&](int64_t b, int64_t e) {
+      std::vector<float> scratch(kBlock * K);
+      for (int64_t task = b; task < e; ++task) {
+        const int64_t ex = task / blocks, r0 = (task % blocks) * kBlock;
+        const int64_t rows = std::min(kBlock, N - r0);
+        ConvertConcatRange(parts, (ex * N + r0) * K, rows * K, scratch.data());
+        float* out = dst + ex * K * N + r0;
+        for (int64_t c = 0; c < K; ++c)
+          for (int64_t r = 0; r < rows; ++r) out[c * N + r] = scratch[r * K + c];
+      }
+    });
+    weight_bytes_ += t.bytes();
+    return t;
+  }
+
   void MoeExperts(const DeviceTensor& x, const DeviceTensor& ids, const DeviceTensor& weights,
                   const DeviceTensor& gate_up, const DeviceTensor& down, const SwigluParams& p,
                   float scale, const DeviceTensor& out) override {
@@ -320,8 +392,16 @@ class CpuBackend : public Backend {
     d.scale = scale;
     Check(down.numel() == d.experts * d.hidden * d.inter && out.numel() == x.numel(),
           "MoeExperts shapes");
-    k::MoeGroupedExperts(x.data<float>(), x.rows(), ids.data<int32_t>(), weights.data<float>(),
-                         gate_up.data<float>(), down.data<float>(), d, out.data<float>());
+    const bool k_major = IsKMajorExperts(gate_up);
+    Check(k_major == IsKMajorExperts(down), "MoeExperts: gate_up and down layouts differ");
+    if (k_major) {
+      k::MoeGroupedExpertsKMajor(x.data<float>(), x.rows(), ids.data<int32_t>(),
+                                 weights.data<float>(), gate_up.data<float>(), down.data<float>(),
+                                 d, out.data<float>());
+    } else {
+      k::MoeGroupedExperts(x.data<float>(), x.rows(), ids.data<int32_t>(), weights.data<float>(),
+                           gate_up.data<float>(), down.data<float>(), d, out.data<float>());
+    }
   }
 
   void SegmentAttention(const DeviceTensor& qkv, const DeviceTensor& cos, const DeviceTensor& sin,
@@ -340,6 +420,7 @@ class CpuBackend : public Backend {
  private:
   std::shared_ptr<std::atomic<size_t>> live_ = std::make_shared<std::atomic<size_t>>(0);
   size_t weight_bytes_ = 0;
+  bool experts_k_major_ = ExpertsKMajorEnabled();
 };
 
 }  // namespace
