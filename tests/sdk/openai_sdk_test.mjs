@@ -274,6 +274,37 @@ checks.add('text completion, streamed and not', async () => {
   assert.equal(joined, r.choices[0].text);
 });
 
+async function inFlight() {
+  const r = await fetch(`${stack.baseUrl}/metrics`, { headers: { authorization: `Bearer ${API_KEY}` } });
+  const m = (await r.text()).match(/^m3_gateway_requests_in_flight (\d+)/m);
+  assert.ok(m, 'the in-flight gauge is exported');
+  return Number(m[1]);
+}
+
+// A long generation (thousands of tokens: seconds on a CPU engine) must reach the client token
+// by token, so its first chunk arrives while it is still running; and a client that leaves
+// must end it, not let it run to max_tokens.
+checks.add('streaming is incremental, and a client that leaves aborts the generation', async () => {
+  const stream = await client.completions.create({
+    model: MODEL, prompt: 'Hello', max_tokens: 4000, ignore_eos: true, temperature: 0, stream: true,
+  });
+  let first = null;
+  for await (const chunk of stream) {
+    if (chunk.choices[0]?.text) {
+      first = chunk.choices[0].text;
+      break;
+    }
+  }
+  assert.ok(first, 'a first chunk with text');
+  assert.equal(await inFlight(), 1, 'the first chunk arrived while the generation ran');
+  stream.controller.abort();
+  const deadline = Date.now() + 2000;
+  while ((await inFlight()) !== 0) {
+    assert.ok(Date.now() < deadline, 'the generation ended within 2 s of the client leaving');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+});
+
 // The bad-input catalog.
 checks.add('malformed JSON: 400', async () => {
   const r = await raw('/v1/chat/completions', '{"model": "m3-demo", "messages": [');
