@@ -170,49 +170,61 @@ TEST_CASE("GPU serving runtime: KV sized from free memory, CPU-equal, batched eq
       "logprob difference %.3e\n",
       worst_lp);
 
-  // Batched: everything at once on a tight pool (preemption), twice over so the second round
-  // hits the prefix cache, chunked prefill.
-  EngineConfig tight;
-  tight.kv_pages = 14;
-  tight.page_size = 16;
-  tight.scheduler.max_prefill_chunk = 48;
-  tight.scheduler.max_batched_tokens = 160;
-  auto batched = Core("cuda", tight);
+  // Batched: the requests at once on tight pools of small pages (decodes outgrow them:
+  // preemption), twice over so the second round hits the prefix cache, chunked prefill. Each
+  // pool holds the longest request it gets alone (prompt + 16 tokens).
+  struct Pool {
+    int64_t pages, page_size;
+    size_t requests;  // the first n of reqs: 3 texts, image, image2, video (145 tokens)
+  };
   int64_t preemptions = 0, prefix_hits = 0;
   double worst_batched_lp = 0;
-  for (int round = 0; round < 2; ++round) {
-    Outputs out;
-    for (const auto& r : reqs) batched->Submit(r, out.Sink(r.id));
-    for (const auto& r : reqs) {
-      CAPTURE(r.id);
-      const Done got = out.Wait(r.id);
-      CHECK(got.error == "");
-      CHECK(got.tokens == alone.at(r.id).tokens);
-      const auto& want = alone.at(r.id).logprobs;
-      for (size_t i = 0; i < std::min(got.logprobs.size(), want.size()); ++i)
-        worst_batched_lp =
-            std::max(worst_batched_lp, static_cast<double>(std::abs(got.logprobs[i] - want[i])));
+  std::unique_ptr<EngineCore> batched;
+  for (const Pool& pool : {Pool{40, 4, 6}, Pool{30, 4, 5}, Pool{56, 2, 3}}) {
+    CAPTURE(pool.pages);
+    EngineConfig tight;
+    tight.kv_pages = pool.pages;
+    tight.page_size = pool.page_size;
+    tight.scheduler.max_prefill_chunk = 48;
+    tight.scheduler.max_batched_tokens = 160;
+    batched = Core("cuda", tight);
+    const std::vector<EngineRequest> some(reqs.begin(), reqs.begin() + pool.requests);
+    for (int round = 0; round < 2; ++round) {
+      Outputs out;
+      for (const auto& r : some) batched->Submit(r, out.Sink(r.id));
+      for (const auto& r : some) {
+        CAPTURE(r.id);
+        const Done got = out.Wait(r.id);
+        CHECK(got.error == "");
+        CHECK(got.tokens == alone.at(r.id).tokens);
+        const auto& want = alone.at(r.id).logprobs;
+        for (size_t i = 0; i < std::min(got.logprobs.size(), want.size()); ++i)
+          worst_batched_lp =
+              std::max(worst_batched_lp, static_cast<double>(std::abs(got.logprobs[i] - want[i])));
+      }
+      WaitIdle(*batched);
     }
-    WaitIdle(*batched);
     const engine::EngineStats s = batched->Stats();
     CHECK(s.kv_pages_used == 0);
-    preemptions = s.preemptions;
-    prefix_hits = s.prefix_hit_tokens;
+    std::printf(
+        "  cuda engine batched (%lld pages of %lld, %zu requests): %lld preemptions, %lld "
+        "prefix-hit tokens\n",
+        static_cast<long long>(pool.pages), static_cast<long long>(pool.page_size), pool.requests,
+        static_cast<long long>(s.preemptions), static_cast<long long>(s.prefix_hit_tokens));
+    preemptions += s.preemptions;
+    prefix_hits += s.prefix_hit_tokens;
   }
-  std::printf(
-      "  cuda engine batched (14 pages): %lld preemptions, %lld prefix-hit tokens, "
-      "worst chosen-token logprob difference to alone %.3e\n",
-      static_cast<long long>(preemptions), static_cast<long long>(prefix_hits), worst_batched_lp);
+  std::printf("  cuda engine batched: worst chosen-token logprob difference to alone %.3e\n",
+              worst_batched_lp);
   CHECK(preemptions > 0);
   CHECK(prefix_hits > 0);
   CHECK(worst_batched_lp <= 5e-2);
 
-  // A prompt longer than the pool holds is refused by name, and the engine goes on serving.
-  EngineRequest big = reqs[0];
-  big.id = "too long";
-  big.prompt.assign(14 * 16 + 8, 94);
+  // A prompt longer than the pool holds (the video's 129 tokens in 56 pages of 2) is refused by
+  // name, and the engine goes on serving.
   Outputs out;
-  CHECK_THROWS_WITH_AS(batched->Submit(big, out.Sink(big.id)), doctest::Contains("at most"), Error);
+  CHECK_THROWS_WITH_AS(batched->Submit(reqs[5], out.Sink(reqs[5].id)), doctest::Contains("at most"),
+                       Error);
   batched->Submit(reqs[0], out.Sink(reqs[0].id));
   CHECK(out.Wait(reqs[0].id).tokens == alone.at(reqs[0].id).tokens);
 }
