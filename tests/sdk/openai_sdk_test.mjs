@@ -4,12 +4,12 @@
 // catalog, each answered with its status and an OpenAI error body while the server stays up.
 // Environment: M3_BIN_DIR (m3-engine, m3-gateway), M3_TEST_DATA (tests/data), M3_WORK_DIR.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import {execFileSync} from 'node:child_process';
+import {mkdtempSync, readFileSync} from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
 
-import { Checks, closedPort, dataUri, startStack, staticServer } from './stack.mjs';
+import {Checks, closedPort, dataUri, startStack, staticServer} from './stack.mjs';
 
 const binDir = process.env.M3_BIN_DIR;
 const data = process.env.M3_TEST_DATA;
@@ -26,36 +26,61 @@ const MAX_IMAGES = 4;
 // its headers).
 const clip = path.join(work, 'clip.mp4');
 execFileSync('/usr/bin/ffmpeg', [
-  '-loglevel', 'error', '-y', '-framerate', '2', '-loop', '1', '-t', '2',
-  '-i', path.join(samples, 'sample3.png'),
-  '-vf', 'scale=112:112,format=yuv420p', '-c:v', 'libx264', clip,
+  '-loglevel',
+  'error',
+  '-y',
+  '-framerate',
+  '2',
+  '-loop',
+  '1',
+  '-t',
+  '2',
+  '-i',
+  path.join(samples, 'sample3.png'),
+  '-vf',
+  'scale=112:112,format=yuv420p',
+  '-c:v',
+  'libx264',
+  clip,
 ]);
 const clipBytes = readFileSync(clip);
 const corruptClip = Buffer.concat([clipBytes.subarray(0, 64), Buffer.alloc(2048, 0x5a)]);
 const png3 = readFileSync(path.join(samples, 'sample3.png'));
 
 const media = await staticServer(samples, {
-  '/clip.mp4': { type: 'video/mp4', body: clipBytes },
-  '/not-an-image.png': { type: 'image/png', body: Buffer.from('these bytes are text, not a PNG') },
-  '/corrupt.mp4': { type: 'video/mp4', body: corruptClip },
+  '/clip.mp4': {type: 'video/mp4', body: clipBytes},
+  '/not-an-image.png': {type: 'image/png', body: Buffer.from('these bytes are text, not a PNG')},
+  '/corrupt.mp4': {type: 'video/mp4', body: corruptClip},
 });
 const deadPort = await closedPort();
 const stack = await startStack({
   binDir,
   model: path.join(demo, 'model'),
   gatewayArgs: [
-    '--served-model-name', MODEL, '--api-key', API_KEY,
-    '--allow-media-host', media.host, '--allow-media-host', `127.0.0.1:${deadPort}`,
-    '--max-body-bytes', String(MAX_BODY), '--max-images-per-request', String(MAX_IMAGES),
-    '--fetch-connect-timeout-ms', '2000', '--fetch-timeout-ms', '5000',
+    '--served-model-name',
+    MODEL,
+    '--api-key',
+    API_KEY,
+    '--allow-media-host',
+    media.host,
+    '--allow-media-host',
+    `127.0.0.1:${deadPort}`,
+    '--max-body-bytes',
+    String(MAX_BODY),
+    '--max-images-per-request',
+    String(MAX_IMAGES),
+    '--fetch-connect-timeout-ms',
+    '2000',
+    '--fetch-timeout-ms',
+    '5000',
   ],
 });
-const client = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: API_KEY, maxRetries: 0 });
+const client = new OpenAI({baseURL: `${stack.baseUrl}/v1`, apiKey: API_KEY, maxRetries: 0});
 
-const text = (t) => ({ type: 'text', text: t });
-const image = (url) => ({ type: 'image_url', image_url: { url } });
-const video = (url) => ({ type: 'video_url', video_url: { url } });
-const user = (...content) => [{ role: 'user', content }];
+const text = (t) => ({type: 'text', text: t});
+const image = (url) => ({type: 'image_url', image_url: {url}});
+const video = (url) => ({type: 'video_url', video_url: {url}});
+const user = (...content) => [{role: 'user', content}];
 const COLOUR_Q = 'What colour is the object in the picture?';
 // The reference answer to sample N, leading blank lines aside.
 const answer = (n) => eval_.answers[n].got.replace(/^\n+/, '');
@@ -63,7 +88,11 @@ const strip = (s) => (s ?? '').replace(/^\n+/, '');
 
 async function chat(messages, extra = {}) {
   return client.chat.completions.create({
-    model: MODEL, messages, max_tokens: 32, temperature: 0, ...extra,
+    model: MODEL,
+    messages,
+    max_tokens: 32,
+    temperature: 0,
+    ...extra,
   });
 }
 
@@ -71,10 +100,15 @@ async function chat(messages, extra = {}) {
 // and the chunks.
 async function streamChat(messages, extra = {}) {
   const stream = await client.chat.completions.create({
-    model: MODEL, messages, max_tokens: 32, temperature: 0, stream: true,
-    stream_options: { include_usage: true }, ...extra,
+    model: MODEL,
+    messages,
+    max_tokens: 32,
+    temperature: 0,
+    stream: true,
+    stream_options: {include_usage: true},
+    ...extra,
   });
-  const out = { content: '', reasoning: '', finish: null, usage: null, chunks: [], toolCalls: [] };
+  const out = {content: '', reasoning: '', finish: null, usage: null, chunks: [], toolCalls: []};
   for await (const chunk of stream) {
     out.chunks.push(chunk);
     assert.equal(chunk.object, 'chat.completion.chunk');
@@ -121,7 +155,7 @@ async function rejectsWith(promise, status, param) {
 async function raw(pathname, body, headers = {}) {
   const r = await fetch(`${stack.baseUrl}${pathname}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}`, ...headers },
+    headers: {'content-type': 'application/json', authorization: `Bearer ${API_KEY}`, ...headers},
     body,
   });
   const textBody = await r.text();
@@ -131,7 +165,7 @@ async function raw(pathname, body, headers = {}) {
   } catch {
     parsed = textBody;
   }
-  return { status: r.status, body: parsed };
+  return {status: r.status, body: parsed};
 }
 
 const checks = new Checks();
@@ -143,7 +177,7 @@ checks.add('models.list names the served model', async () => {
 });
 
 checks.add('chat, text, not streamed', async () => {
-  const r = await chat(user(text('Hi there')), { max_tokens: 48 });
+  const r = await chat(user(text('Hi there')), {max_tokens: 48});
   assert.equal(r.object, 'chat.completion');
   assert.equal(r.model, MODEL);
   assert.equal(r.choices.length, 1);
@@ -154,8 +188,8 @@ checks.add('chat, text, not streamed', async () => {
 });
 
 checks.add('chat, text, streamed equals not streamed', async () => {
-  const whole = await chat(user(text('Who are you?')), { max_tokens: 48 });
-  const s = await streamChat(user(text('Who are you?')), { max_tokens: 48 });
+  const whole = await chat(user(text('Who are you?')), {max_tokens: 48});
+  const s = await streamChat(user(text('Who are you?')), {max_tokens: 48});
   assert.equal(s.content, whole.choices[0].message.content);
   assert.equal(strip(s.content), answer(15));
   assert.equal(s.finish, 'stop');
@@ -164,7 +198,7 @@ checks.add('chat, text, streamed equals not streamed', async () => {
 });
 
 checks.add('chat, max_tokens cuts the answer (finish_reason length)', async () => {
-  const r = await chat(user(text('Hi there')), { max_tokens: 3 });
+  const r = await chat(user(text('Hi there')), {max_tokens: 3});
   assert.equal(r.choices[0].finish_reason, 'length');
   assert.equal(r.usage.completion_tokens, 3);
 });
@@ -185,7 +219,7 @@ checks.add('image as http URL (allowlisted local server), streamed', async () =>
 
 checks.add('two images in one message', async () => {
   const r = await chat(
-    user(image(media.url('/sample3.png')), image(dataUri('image/png', png3)), text(COLOUR_Q)),
+      user(image(media.url('/sample3.png')), image(dataUri('image/png', png3)), text(COLOUR_Q)),
   );
   assert.equal(typeof r.choices[0].message.content, 'string');
   checkUsage(r.usage);
@@ -196,10 +230,11 @@ checks.add('video as http URL and as data URI', async () => {
   const byUrl = await chat(user(video(media.url('/clip.mp4')), text('What do you see?')));
   checkUsage(byUrl.usage);
   assert.equal(typeof byUrl.choices[0].message.content, 'string');
-  const byData = await streamChat(user(video(dataUri('video/mp4', clipBytes)), text('What do you see?')));
+  const byData =
+      await streamChat(user(video(dataUri('video/mp4', clipBytes)), text('What do you see?')));
   assert.equal(byData.content, byUrl.choices[0].message.content ?? '');
   assert.equal(byData.usage.prompt_tokens, byUrl.usage.prompt_tokens);
-  const textOnly = await chat(user(text('What do you see?')), { max_tokens: 1 });
+  const textOnly = await chat(user(text('What do you see?')), {max_tokens: 1});
   assert.ok(byUrl.usage.prompt_tokens > textOnly.usage.prompt_tokens + 4, 'video tokens counted');
 });
 
@@ -211,7 +246,7 @@ const tools = [
       description: 'Paint the shape in a colour',
       parameters: {
         type: 'object',
-        properties: { colour: { type: 'string' }, shape: { type: 'string' } },
+        properties: {colour: {type: 'string'}, shape: {type: 'string'}},
         required: ['colour'],
       },
     },
@@ -221,7 +256,8 @@ const tools = [
 checks.add('tool call round trip: tools + tool_choice, then role "tool" messages', async () => {
   for (const tool_choice of ['auto', 'none']) {
     const r = await chat(user(image(media.url('/sample3.png')), text('Paint it blue.')), {
-      tools, tool_choice,
+      tools,
+      tool_choice,
     });
     const m = r.choices[0].message;
     assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
@@ -235,10 +271,10 @@ checks.add('tool call round trip: tools + tool_choice, then role "tool" messages
       assert.equal(typeof m.content, 'string');
     }
   }
-  const s = await streamChat(user(text('Paint it blue.')), { tools, tool_choice: 'auto' });
+  const s = await streamChat(user(text('Paint it blue.')), {tools, tool_choice: 'auto'});
   assert.ok(s.finish);
   const followUp = [
-    { role: 'user', content: [image(media.url('/sample3.png')), text('Paint it blue.')] },
+    {role: 'user', content: [image(media.url('/sample3.png')), text('Paint it blue.')]},
     {
       role: 'assistant',
       content: null,
@@ -246,28 +282,35 @@ checks.add('tool call round trip: tools + tool_choice, then role "tool" messages
         {
           id: 'call_1',
           type: 'function',
-          function: { name: 'paint_shape', arguments: '{"colour": "blue", "shape": "circle"}' },
+          function: {name: 'paint_shape', arguments: '{"colour": "blue", "shape": "circle"}'},
         },
       ],
     },
-    { role: 'tool', tool_call_id: 'call_1', content: '{"ok": true}' },
+    {role: 'tool', tool_call_id: 'call_1', content: '{"ok": true}'},
   ];
-  const r2 = await chat(followUp, { tools });
+  const r2 = await chat(followUp, {tools});
   assert.equal(typeof r2.choices[0].message.content, 'string');
   checkUsage(r2.usage);
-  const s3 = await streamChat(followUp, { tools });
+  const s3 = await streamChat(followUp, {tools});
   assert.equal(s3.content, r2.choices[0].message.content);
 });
 
 checks.add('text completion, streamed and not', async () => {
   const r = await client.completions.create({
-    model: MODEL, prompt: 'Hello', max_tokens: 6, temperature: 0,
+    model: MODEL,
+    prompt: 'Hello',
+    max_tokens: 6,
+    temperature: 0,
   });
   assert.equal(r.object, 'text_completion');
   assert.equal(typeof r.choices[0].text, 'string');
   checkUsage(r.usage);
   const stream = await client.completions.create({
-    model: MODEL, prompt: 'Hello', max_tokens: 6, temperature: 0, stream: true,
+    model: MODEL,
+    prompt: 'Hello',
+    max_tokens: 6,
+    temperature: 0,
+    stream: true,
   });
   let joined = '';
   for await (const chunk of stream) joined += chunk.choices[0]?.text ?? '';
@@ -275,7 +318,8 @@ checks.add('text completion, streamed and not', async () => {
 });
 
 async function inFlight() {
-  const r = await fetch(`${stack.baseUrl}/metrics`, { headers: { authorization: `Bearer ${API_KEY}` } });
+  const r =
+      await fetch(`${stack.baseUrl}/metrics`, {headers: {authorization: `Bearer ${API_KEY}`}});
   const m = (await r.text()).match(/^m3_gateway_requests_in_flight (\d+)/m);
   assert.ok(m, 'the in-flight gauge is exported');
   return Number(m[1]);
@@ -286,7 +330,12 @@ async function inFlight() {
 // must end it, not let it run to max_tokens.
 checks.add('streaming is incremental, and a client that leaves aborts the generation', async () => {
   const stream = await client.completions.create({
-    model: MODEL, prompt: 'Hello', max_tokens: 4000, ignore_eos: true, temperature: 0, stream: true,
+    model: MODEL,
+    prompt: 'Hello',
+    max_tokens: 4000,
+    ignore_eos: true,
+    temperature: 0,
+    stream: true,
   });
   let first = null;
   for await (const chunk of stream) {
@@ -313,10 +362,11 @@ checks.add('malformed JSON: 400', async () => {
 });
 
 checks.add('wrong types: 400 naming the field', async () => {
-  await rejectsWith(client.chat.completions.create({ model: MODEL, messages: 'hi' }), 400, 'messages');
-  await rejectsWith(chat(user(text('hi')), { temperature: 'hot' }), 400, 'temperature');
-  await rejectsWith(chat(user(text('hi')), { max_tokens: 'many' }), 400, 'max_tokens');
-  await rejectsWith(chat([{ role: 'user', content: 42 }]), 400);
+  await rejectsWith(
+      client.chat.completions.create({model: MODEL, messages: 'hi'}), 400, 'messages');
+  await rejectsWith(chat(user(text('hi')), {temperature: 'hot'}), 400, 'temperature');
+  await rejectsWith(chat(user(text('hi')), {max_tokens: 'many'}), 400, 'max_tokens');
+  await rejectsWith(chat([{role: 'user', content: 42}]), 400);
   const r = await raw('/v1/chat/completions', '[1, 2, 3]');
   assert.equal(r.status, 400);
   checkErrorBody(r.body.error, 400);
@@ -324,19 +374,21 @@ checks.add('wrong types: 400 naming the field', async () => {
 
 checks.add('unknown model: 404, streamed or not', async () => {
   await rejectsWith(
-    client.chat.completions.create({ model: 'gpt-nothing', messages: user(text('hi')) }), 404);
+      client.chat.completions.create({model: 'gpt-nothing', messages: user(text('hi'))}), 404);
   await rejectsWith(
-    client.chat.completions.create({
-      model: 'gpt-nothing', messages: user(text('hi')), stream: true,
-    }),
-    404,
+      client.chat.completions.create({
+        model: 'gpt-nothing',
+        messages: user(text('hi')),
+        stream: true,
+      }),
+      404,
   );
 });
 
 checks.add('missing or wrong API key: 401', async () => {
-  const anon = new OpenAI({ baseURL: `${stack.baseUrl}/v1`, apiKey: 'wrong', maxRetries: 0 });
-  await rejectsWith(anon.chat.completions.create({ model: MODEL, messages: user(text('hi')) }), 401);
-  const r = await raw('/v1/chat/completions', '{}', { authorization: '' });
+  const anon = new OpenAI({baseURL: `${stack.baseUrl}/v1`, apiKey: 'wrong', maxRetries: 0});
+  await rejectsWith(anon.chat.completions.create({model: MODEL, messages: user(text('hi'))}), 401);
+  const r = await raw('/v1/chat/completions', '{}', {authorization: ''});
   assert.equal(r.status, 401);
   checkErrorBody(r.body.error, 401);
 });
@@ -400,12 +452,13 @@ checks.add('too many images: 413', async () => {
 });
 
 checks.add('n > 1: 400', async () => {
-  await rejectsWith(chat(user(text('hi')), { n: 2 }), 400, 'n');
+  await rejectsWith(chat(user(text('hi')), {n: 2}), 400, 'n');
 });
 
 checks.add('negative max_tokens: 400', async () => {
-  await rejectsWith(chat(user(text('hi')), { max_tokens: -1 }), 400, 'max_tokens');
-  await rejectsWith(chat(user(text('hi')), { max_completion_tokens: -5 }), 400, 'max_completion_tokens');
+  await rejectsWith(chat(user(text('hi')), {max_tokens: -1}), 400, 'max_tokens');
+  await rejectsWith(
+      chat(user(text('hi')), {max_completion_tokens: -5}), 400, 'max_completion_tokens');
 });
 
 checks.add('the server stays up: a final request succeeds', async () => {

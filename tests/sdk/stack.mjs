@@ -2,8 +2,8 @@
 // `m3-gateway serve` on free ports (each prints the port it bound), a static HTTP server for
 // media URLs inside this process, and a small sequential check runner. Every process started
 // here is killed when the tests end, however they end.
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import {spawn} from 'node:child_process';
+import {readFileSync} from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -26,7 +26,7 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
 // Starts `program args`, resolves with the first match of `pattern` in its stdout; rejects when
 // the process exits first or `timeoutMs` passes. The process's output is kept for failure logs.
 function startProcess(name, program, args, pattern, timeoutMs) {
-  const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(program, args, {stdio: ['ignore', 'pipe', 'pipe']});
   children.add(child);
   child.log = '';
   const keep = (chunk) => {
@@ -45,7 +45,7 @@ function startProcess(name, program, args, pattern, timeoutMs) {
       const m = out.match(pattern);
       if (m) {
         clearTimeout(timer);
-        resolve({ child, match: m });
+        resolve({child, match: m});
       }
     });
     child.on('exit', (code, signal) => {
@@ -75,7 +75,7 @@ async function waitReady(baseUrl, timeoutMs) {
 export async function closedPort() {
   const server = net.createServer();
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address();
+  const {port} = server.address();
   await new Promise((r) => server.close(r));
   return port;
 }
@@ -86,7 +86,7 @@ export async function staticServer(dir, routes = {}) {
     const url = new URL(req.url, 'http://x');
     const route = routes[url.pathname];
     if (route) {
-      res.writeHead(200, { 'content-type': route.type, 'content-length': route.body.length });
+      res.writeHead(200, {'content-type': route.type, 'content-length': route.body.length});
       res.end(route.body);
       return;
     }
@@ -94,38 +94,46 @@ export async function staticServer(dir, routes = {}) {
     try {
       const body = readFileSync(file);
       const type = file.endsWith('.png') ? 'image/png' : 'application/octet-stream';
-      res.writeHead(200, { 'content-type': type, 'content-length': body.length });
+      res.writeHead(200, {'content-type': type, 'content-length': body.length});
       res.end(body);
     } catch {
-      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.writeHead(404, {'content-type': 'text/plain'});
       res.end('not found');
     }
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address();
-  return { port, host: `127.0.0.1:${port}`, url: (p) => `http://127.0.0.1:${port}${p}`, server };
+  const {port} = server.address();
+  return {port, host: `127.0.0.1:${port}`, url: (p) => `http://127.0.0.1:${port}${p}`, server};
 }
 
 // Starts an engine on `model` and a gateway in front of it. `gatewayArgs` are appended to
 // `m3-gateway serve`; returns {baseUrl, gateway, engine, stop()}.
-export async function startStack({ binDir, model, gatewayArgs = [], engineArgs = [] }) {
+export async function startStack({binDir, model, gatewayArgs = [], engineArgs = []}) {
   const engine = await startProcess(
-    'm3-engine serve',
-    path.join(binDir, 'm3-engine'),
-    ['serve', '--model', model, '--host', '127.0.0.1', '--port', '0', ...engineArgs],
-    /listening on port (\d+)/,
-    120000,
+      'm3-engine serve',
+      path.join(binDir, 'm3-engine'),
+      ['serve', '--model', model, '--host', '127.0.0.1', '--port', '0', ...engineArgs],
+      /listening on port (\d+)/,
+      120000,
   );
   const enginePort = Number(engine.match[1]);
   const gateway = await startProcess(
-    'm3-gateway serve',
-    path.join(binDir, 'm3-gateway'),
-    [
-      'serve', '--model', model, '--host', '127.0.0.1', '--port', '0',
-      '--engine', `127.0.0.1:${enginePort}`, ...gatewayArgs,
-    ],
-    /http=[^\s:]+:(\d+)/,
-    60000,
+      'm3-gateway serve',
+      path.join(binDir, 'm3-gateway'),
+      [
+        'serve',
+        '--model',
+        model,
+        '--host',
+        '127.0.0.1',
+        '--port',
+        '0',
+        '--engine',
+        `127.0.0.1:${enginePort}`,
+        ...gatewayArgs,
+      ],
+      /http=[^\s:]+:(\d+)/,
+      60000,
   );
   const baseUrl = `http://127.0.0.1:${gateway.match[1]}`;
   await waitReady(baseUrl, 60000);
@@ -134,11 +142,10 @@ export async function startStack({ binDir, model, gatewayArgs = [], engineArgs =
     enginePort,
     gateway: gateway.child,
     engine: engine.child,
-    alive() {
-      return gateway.child.exitCode === null && gateway.child.signalCode === null;
-    },
+    alive() { return gateway.child.exitCode === null && gateway.child.signalCode === null; },
     logs() {
-      return `--- m3-gateway log ---\n${gateway.child.log}\n--- m3-engine log ---\n${engine.child.log}`;
+      return `--- m3-gateway log ---\n${gateway.child.log}\n--- m3-engine log ---\n${
+          engine.child.log}`;
     },
   };
 }
@@ -146,15 +153,11 @@ export async function startStack({ binDir, model, gatewayArgs = [], engineArgs =
 // Runs named async checks one after another and reports each; the process exits non-zero when
 // any failed (with the servers' logs), zero when all passed.
 export class Checks {
-  constructor() {
-    this.cases = [];
-  }
-  add(name, fn) {
-    this.cases.push({ name, fn });
-  }
+  constructor() { this.cases = []; }
+  add(name, fn) { this.cases.push({name, fn}); }
   async run(stack) {
     let failed = 0;
-    for (const { name, fn } of this.cases) {
+    for (const {name, fn} of this.cases) {
       const t0 = Date.now();
       try {
         await fn();
