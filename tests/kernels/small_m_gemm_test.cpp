@@ -1,4 +1,5 @@
-// The small-M expert path: SmallMGemmKMajor on every ISA this CPU runs against a double
+// The small-M paths: SmallMLinear (nn.Linear layout, with and without bias) and
+// SmallMGemmKMajor on every ISA this CPU runs against a double
 // product (odd sizes, strided sub-matrices, nothing written outside the output), each row equal
 // bit for bit whether computed alone or among others, LinearKMajor against Linear, the expert
 // transpose round trip, and the K-major grouped experts against the nn.Linear-layout reference
@@ -14,6 +15,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/moe_experts.h"
 #include "kernels/cpu/small_m_gemm.h"
+#include "kernels/cpu/small_m_linear.h"
 
 namespace m3::test {
 namespace {
@@ -90,6 +92,44 @@ TEST_CASE("SmallMGemmKMajor gives each row the same bits alone or among other ro
       k::SmallMGemmKMajor(x.data(), 16, k, k, w.data() + c0, n, std::min<int64_t>(64, n - c0),
                           cols.data() + c0, n, isa);
     CHECK(std::memcmp(cols.data(), all.data(), all.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("SmallMLinear equals a double product and gives each row the same bits alone") {
+  struct Shape {
+    int64_t m, k, n;
+  };
+  const Shape shapes[] = {{1, 1, 1},   {1, 512, 64}, {3, 17, 5},
+                          {6, 40, 67}, {7, 33, 130}, {16, 100, 9}};
+  for (const auto& s : shapes) {
+    CAPTURE(s.m);
+    CAPTURE(s.k);
+    CAPTURE(s.n);
+    const auto x = Random(s.m * s.k, 11), w = Random(s.n * s.k, 12), bias = Random(s.n, 13);
+    for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+      std::vector<float> y(s.m * s.n, 0.0f);
+      if (!k::SmallMLinear(x.data(), s.m, s.k, w.data(), s.n, b, y.data())) {
+        MESSAGE("no AVX-512 here: SmallMLinear declines (Linear uses sgemm)");
+        return;
+      }
+      double worst = 0.0;
+      for (int64_t i = 0; i < s.m; ++i) {
+        for (int64_t j = 0; j < s.n; ++j) {
+          double want = b ? b[j] : 0.0, scale = b ? std::fabs(b[j]) : 0.0;
+          for (int64_t t = 0; t < s.k; ++t) {
+            want += double(x[i * s.k + t]) * double(w[j * s.k + t]);
+            scale += std::fabs(double(x[i * s.k + t]) * double(w[j * s.k + t]));
+          }
+          worst = std::max(worst, std::fabs(y[i * s.n + j] - want) / (scale + 1e-30));
+        }
+      }
+      CHECK(worst < 1e-6);
+      for (int64_t i = 0; i < s.m; ++i) {
+        std::vector<float> alone(s.n);
+        k::SmallMLinear(x.data() + i * s.k, 1, s.k, w.data(), s.n, b, alone.data());
+        CHECK(std::memcmp(alone.data(), y.data() + i * s.n, s.n * sizeof(float)) == 0);
+      }
+    }
   }
 }
 
