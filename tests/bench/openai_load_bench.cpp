@@ -4,10 +4,12 @@
 //     chat request is sent streaming through the gateway and, as the token ids the gateway's
 //     /tokenize gives for it, straight to an engine over gRPC (--engine); the differences of
 //     time to first token and of time to the last token are the time spent outside the engine.
+//     Each pair runs both ways round in turn, one way after the other.
 //  2. CLIENTS concurrent streaming clients (Beast, C++20 coroutines, one keep-alive connection
 //     each) send chat requests for SECONDS: errors, requests/s, time to first token p50/p99,
-//     the gateway's resident memory (VmRSS of --gateway-pid) at the start, the end and its peak,
-//     and the gateway's own request setup time from its /metrics histogram over the run.
+//     the gateway's resident memory (VmRSS of --gateway-pid) idle, after a tenth of the run, at
+//     the end and its peak, and the gateway's own request setup time (arrival to engine
+//     request) from its /metrics histogram over the run.
 // Prints a summary and one JSON object. It stops by itself.
 //
 //   m3-bench-openai-load --port 8000 --engine 127.0.0.1:50051 --gateway-pid PID
@@ -268,25 +270,37 @@ Pairs RunPairs(const Args& a, const std::string& model, const std::string& body)
   asio::io_context io;
   beast::tcp_stream stream(io);
   const tcp::endpoint gw(asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(a.port));
+  // Each pair runs both ways round in turn, so neither path always follows the other.
   for (int i = -5; i < a.pairs; ++i) {  // five warm-up pairs
     StreamResult g;
-    asio::co_spawn(
-        io, [&]() -> asio::awaitable<void> { g = co_await StreamChat(stream, gw, body); },
-        asio::detached);
-    io.restart();
-    io.run();
-
-    request.set_request_id("bench-" + std::to_string(i));
-    grpc::ClientContext ctx;
-    const Clock::time_point start = Clock::now();
-    auto reader = stub->Generate(&ctx, request);
-    m3::engine::v1::GenerateResponse msg;
-    double ttft = NAN;
-    while (reader->Read(&msg)) {
-      if (std::isnan(ttft) && msg.token_ids_size() > 0) ttft = Ms(Clock::now() - start);
+    const auto via_gateway = [&] {
+      asio::co_spawn(
+          io, [&]() -> asio::awaitable<void> { g = co_await StreamChat(stream, gw, body); },
+          asio::detached);
+      io.restart();
+      io.run();
+    };
+    double ttft = NAN, total = NAN;
+    grpc::Status st;
+    const auto direct = [&] {
+      request.set_request_id("bench-" + std::to_string(i));
+      grpc::ClientContext ctx;
+      const Clock::time_point start = Clock::now();
+      auto reader = stub->Generate(&ctx, request);
+      m3::engine::v1::GenerateResponse msg;
+      while (reader->Read(&msg)) {
+        if (std::isnan(ttft) && msg.token_ids_size() > 0) ttft = Ms(Clock::now() - start);
+      }
+      total = Ms(Clock::now() - start);
+      st = reader->Finish();
+    };
+    if (i % 2 == 0) {
+      via_gateway();
+      direct();
+    } else {
+      direct();
+      via_gateway();
     }
-    const double total = Ms(Clock::now() - start);
-    const grpc::Status st = reader->Finish();
     if (!g.ok || !st.ok() || std::isnan(ttft)) {
       ++out.errors;
       std::fprintf(stderr, "pair %d failed: gateway %d %s / engine %s\n", i, g.status,
@@ -308,7 +322,7 @@ struct Load {
   std::vector<double> ttft, total;
   int64_t requests = 0, errors = 0;
   std::map<std::string, int64_t> error_kinds;
-  int64_t rss_start_kb = -1, rss_end_kb = -1, rss_peak_kb = -1;
+  int64_t rss_start_kb = -1, rss_warm_kb = -1, rss_end_kb = -1, rss_peak_kb = -1;
   double seconds = 0;
   double setup_p50_ms = NAN, setup_p99_ms = NAN;
 };
@@ -324,6 +338,7 @@ Load RunLoad(const Args& a, const std::string& body) {
   const tcp::endpoint gw(asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(a.port));
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + std::chrono::seconds(a.seconds);
+  const auto warm_up = std::chrono::seconds(std::max(1, a.seconds / 10));
   for (int c = 0; c < a.clients; ++c) {
     asio::co_spawn(
         io,
@@ -355,7 +370,11 @@ Load RunLoad(const Args& a, const std::string& body) {
         while (Clock::now() < deadline) {
           timer.expires_after(std::chrono::seconds(1));
           co_await timer.async_wait(asio::use_awaitable);
-          out.rss_peak_kb = std::max(out.rss_peak_kb, RssKb(a.gateway_pid, "VmRSS:"));
+          const int64_t rss = RssKb(a.gateway_pid, "VmRSS:");
+          out.rss_peak_kb = std::max(out.rss_peak_kb, rss);
+          // Once every client has its connection and a request or two behind it: from here on
+          // the memory should stay flat.
+          if (out.rss_warm_kb < 0 && Clock::now() - start >= warm_up) out.rss_warm_kb = rss;
         }
       },
       asio::detached);
@@ -453,17 +472,18 @@ int main(int argc, char** argv) {
                       {"gateway_setup_p50_ms", l.setup_p50_ms},
                       {"gateway_setup_p99_ms", l.setup_p99_ms},
                       {"gateway_rss_start_kb", l.rss_start_kb},
+                      {"gateway_rss_warm_kb", l.rss_warm_kb},
                       {"gateway_rss_end_kb", l.rss_end_kb},
                       {"gateway_rss_peak_kb", l.rss_peak_kb}};
     std::printf(
         "load (%d clients, %.0f s): %lld requests, %lld errors, %.1f req/s, TTFT p50 %.1f ms p99 "
-        "%.1f ms, gateway setup p50 %.3f ms p99 %.3f ms, gateway RSS %lld -> %lld kB (peak "
-        "%lld)\n",
+        "%.1f ms, gateway setup p50 %.3f ms p99 %.3f ms, gateway RSS %lld kB idle, %lld kB "
+        "after warm-up, %lld kB at the end (peak %lld)\n",
         a.clients, l.seconds, static_cast<long long>(l.requests), static_cast<long long>(l.errors),
         static_cast<double>(l.requests - l.errors) / l.seconds, Percentile(l.ttft, 50),
         Percentile(l.ttft, 99), l.setup_p50_ms, l.setup_p99_ms,
-        static_cast<long long>(l.rss_start_kb), static_cast<long long>(l.rss_end_kb),
-        static_cast<long long>(l.rss_peak_kb));
+        static_cast<long long>(l.rss_start_kb), static_cast<long long>(l.rss_warm_kb),
+        static_cast<long long>(l.rss_end_kb), static_cast<long long>(l.rss_peak_kb));
     std::printf("%s\n", report.dump().c_str());
     return l.errors == 0 ? 0 : 1;
   } catch (const std::exception& e) {
