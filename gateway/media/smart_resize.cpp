@@ -1,5 +1,6 @@
 // SmartResize, with the reference's rounding: Python's round() (half to even) for the first
-// guess, floor when shrinking to max_pixels, ceil when growing to min_pixels.
+// guess, at least one factor per side, floor when shrinking to max_pixels, ceil when growing to
+// min_pixels.
 #include "gateway/media/smart_resize.h"
 
 #include <algorithm>
@@ -21,9 +22,11 @@ ResizeTarget SmartResize(int64_t height, int64_t width, int64_t factor, int64_t 
           "absolute aspect ratio must be at most 200, got " + std::to_string(ratio) + " (" +
               std::to_string(width) + "x" + std::to_string(height) + ")");
   const double f = static_cast<double>(factor);
-  // std::nearbyint rounds half to even in the default rounding mode, like Python's round().
-  double h_bar = std::nearbyint(h / f) * f;
-  double w_bar = std::nearbyint(w / f) * f;
+  // std::nearbyint rounds half to even in the default rounding mode, like Python's round(). A side
+  // under half a factor rounds to 0; the reference raises it to one factor before the pixel
+  // checks, so a 13 x 1000 picture stays 28 x 1008 rather than being grown as if it were empty.
+  double h_bar = std::max(f, std::nearbyint(h / f) * f);
+  double w_bar = std::max(f, std::nearbyint(w / f) * f);
   if (h_bar * w_bar > static_cast<double>(max_pixels)) {
     const double beta = std::sqrt(h * w / static_cast<double>(max_pixels));
     h_bar = std::max(f, std::floor(h / beta / f) * f);

@@ -64,6 +64,12 @@ TEST_CASE("demo model: the sample pictures get the reference's answers") {
   }
 }
 
+// two_images and multi_turn are left out until chat_cases.json is regenerated: make_chat_golden.py
+// generated after `model.to(torch.bfloat16).save_pretrained(...); model.float()`, which left the
+// text RoPE inv_freq buffer rounded to bf16, so those two completions are of a model with RoPE
+// frequencies up to 0.4% off (an engine build with bf16-rounded frequencies reproduced all four
+// completions exactly; a freshly loaded model, like the engine, computes them in float32).
+// scripts/golden/chat_e2e_reference.py writes the corrected chat_cases.json on the GPU machine.
 TEST_CASE("chat-e2e: text and one-image conversations give the reference's greedy ids") {
   const std::string dir = TempDir(), folder = DataPath("chat-e2e");
   const Json cases = Json::parse(ReadFile(folder + "/chat_cases.json"));

@@ -135,6 +135,28 @@ TEST_CASE("SmartResize matches the reference's rounding") {
   const ResizeTarget thin = SmartResize(17, 1900, 28, 3136, 150528);
   CHECK(thin.height == 28);
   CHECK(thin.width == 1904);
+  // A side under half a factor counts as one factor before the pixel checks (the reference's
+  // max(factor, round(side / factor) * factor)), in either orientation.
+  const ResizeTarget sliver = SmartResize(13, 1000, 28, 3136, 150528);
+  CHECK(sliver.height == 28);
+  CHECK(sliver.width == 1008);
+  const ResizeTarget upright = SmartResize(1000, 10, 28, 3136, 150528);
+  CHECK(upright.height == 1008);
+  CHECK(upright.width == 28);
+  const ResizeTarget line = SmartResize(1, 200, 28, 3136, 150528);
+  CHECK(line.height == 28);
+  CHECK(line.width == 196);
+  // Both sides tiny: still grown to min_pixels.
+  const ResizeTarget dot = SmartResize(10, 10, 28, 3136, 150528);
+  CHECK(dot.height == 56);
+  CHECK(dot.width == 56);
+  // Portrait and landscape are mirror images of each other.
+  const ResizeTarget tall = SmartResize(300, 90, 28, 3136, 50176);
+  CHECK(tall.height == 308);
+  CHECK(tall.width == 84);
+  const ResizeTarget wide = SmartResize(90, 300, 28, 3136, 50176);
+  CHECK(wide.height == 84);
+  CHECK(wide.width == 308);
   CHECK_THROWS_AS(SmartResize(1, 201, 28, 3136, 150528), Error);
   CHECK_NOTHROW(SmartResize(1, 200, 28, 3136, 150528));
 }
