@@ -1,7 +1,10 @@
-// `m3-gateway serve`: the gateway's server. With --preprocess-only it runs the preprocessing
-// service alone: POST /v1/preprocess and GET /health over HTTP, and the gRPC Preprocess
-// service on --grpc-port, with media work on a bounded worker pool. SIGTERM/SIGINT stop it
-// gracefully: no new connections, requests in flight are answered, then exit 0.
+// `m3-gateway serve`: the gateway's server. By default the OpenAI-compatible API
+// (gateway/api) in front of one or more `m3-engine serve` workers (--engine HOST:PORT, each
+// one's ModelInfo checked against --model at start); its first stdout line announces
+// "http=HOST:PORT". With --preprocess-only it runs the preprocessing service alone: POST
+// /v1/preprocess and GET /health over HTTP, and the gRPC Preprocess service on --grpc-port.
+// Media work runs on bounded worker pools either way. SIGTERM/SIGINT stop it gracefully: no
+// new connections, requests in flight are answered (up to --shutdown-grace-ms), then exit 0.
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -9,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
@@ -21,8 +25,12 @@
 #include <grpcpp/grpcpp.h>
 #include <CLI/CLI.hpp>
 
+#include "gateway/api/api_server.h"
+#include "gateway/api/responder_exchange.h"
+#include "gateway/api/serving_context.h"
 #include "gateway/cli/command.h"
 #include "gateway/cli/fetch_flags.h"
+#include "gateway/engine_client/engine_router.h"
 #include "gateway/media/media_preprocessor.h"
 #include "gateway/net/grpc_preprocess_service.h"
 #include "gateway/net/http_server.h"
@@ -32,6 +40,7 @@
 #include "gateway/net/preprocess_limits.h"
 #include "gateway/net/preprocess_service.h"
 #include "gateway/net/worker_pool.h"
+#include "gateway/text/prompt_builder.h"
 #include "shared/error.h"
 #include "shared/log.h"
 
@@ -67,6 +76,14 @@ struct ServeArgs {
   net::FetchOptions fetch;  // resolved from fetch_flags after parsing
   bool jpeg_draft = false;
   int64_t shutdown_grace_ms = 10000;
+  // The API server (not --preprocess-only).
+  std::vector<std::string> engines;
+  std::string served_model_name;
+  std::vector<std::string> api_keys;
+  int64_t max_media_items = 32;
+  int64_t max_concurrent_requests = 1024;
+  int64_t health_interval_ms = 1000;
+  int64_t probe_timeout_ms = 1000;
 };
 
 // The connection cap that fits the descriptor limit: the soft limit is raised to the hard one
@@ -88,9 +105,77 @@ int ConnectionCap(int wanted) {
   return static_cast<int>(std::min<int64_t>(wanted, std::max<int64_t>(room, 16)));
 }
 
+// Blocks until SIGTERM/SIGINT arrives through the pipe (the signals are unblocked on this
+// thread only); returns the signal.
+int WaitForShutdownSignal(const sigset_t& signals) {
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+  unsigned char sig = 0;
+  while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+  }
+  return sig;
+}
+
+// The OpenAI API server on the engines, until a shutdown signal.
+int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
+                 std::shared_ptr<const net::PreprocessService> service,
+                 std::shared_ptr<const media::MediaPreprocessor> preprocessor,
+                 const net::PreprocessPools& pools, const sigset_t& signals) {
+  api::ApiOptions options;
+  options.model_dir = a.model_dir;
+  options.served_model_name = a.served_model_name;
+  options.api_keys = a.api_keys;
+  for (const std::string& key : options.api_keys) {
+    Require(!key.empty(), ErrorCode::kInvalidArgument, "an --api-key is empty");
+  }
+  options.limits.max_body_bytes = static_cast<size_t>(a.max_body_bytes);
+  options.limits.max_media_items = static_cast<size_t>(a.max_media_items);
+  options.max_concurrent_requests = a.max_concurrent_requests;
+
+  engine_client::RouterOptions router_options;
+  router_options.health_interval = std::chrono::milliseconds(a.health_interval_ms);
+  router_options.endpoint.probe_timeout = std::chrono::milliseconds(a.probe_timeout_ms);
+  router_options.endpoint.max_message_bytes =
+      std::max<int64_t>(a.limits.max_output_bytes + (16 << 20), int64_t{64} << 20);
+  // The tokenizer's vocabulary (added tokens included) is checked against each engine's
+  // ModelInfo at start, so it is loaded here before the serving context loads it for good.
+  const auto tokenizer_size =
+      static_cast<int64_t>(text::PromptBuilder::FromModelDir(a.model_dir).tokenizer().VocabSize());
+  engine_client::EngineRouter router(
+      a.engines, engine_client::LoadExpectedModel(a.model_dir, tokenizer_size), router_options);
+  const size_t healthy = router.Start();  // throws naming an engine of another model
+  if (healthy == 0) {
+    Log(LogLevel::kWarn, "serve: no engine is healthy yet; /ready answers 503 until one is");
+  }
+  auto ctx =
+      std::make_shared<const api::ServingContext>(options, router, service, preprocessor, pools);
+  auto api_server = std::make_shared<api::ApiServer>(ctx);
+  net::HttpServer http(http_options, api::AdaptExchangeHandler(api_server->Handler()),
+                       api_server->HeaderCheck());
+  http.Start();
+  std::printf("m3-gateway serve: http=%s:%u model=%s engines=%zu healthy=%zu\n", a.host.c_str(),
+              http.port(), ctx->model_name().c_str(), a.engines.size(), healthy);
+  std::fflush(stdout);
+
+  const int sig = WaitForShutdownSignal(signals);
+  Log(LogLevel::kInfo, "serve: signal ", sig, ", shutting down");
+  http.StopAccepting();
+  http.Stop(std::chrono::milliseconds(a.shutdown_grace_ms));
+  pools.fetch->Shutdown();
+  pools.workers->Shutdown();
+  // Responses are all sent. The process ends here without unwinding the gRPC client state:
+  // engine streams cancelled at the deadline may still be completing on gRPC's threads, and
+  // tearing the channels down under them is what aborts inside gRPC at exit (see
+  // tests/openai/CMakeLists.txt); there is nothing left to flush but stdio.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(0);
+}
+
 int RunServe(int argc, char** argv) {
   ServeArgs a;
-  CLI::App app{"Serve the gateway. --preprocess-only runs the media preprocessing service."};
+  CLI::App app{
+      "Serve the OpenAI-compatible API: m3-gateway serve --model DIR --engine HOST:PORT "
+      "[--engine ...]. --preprocess-only runs the media preprocessing service alone."};
   app.add_flag("--preprocess-only", a.preprocess_only, "serve only /v1/preprocess (no engine)");
   app.add_option("--host", a.host, "listen address")->capture_default_str();
   app.add_option("--port", a.port, "HTTP port (0: any free port)")
@@ -99,7 +184,9 @@ int RunServe(int argc, char** argv) {
   app.add_option("--grpc-port", a.grpc_port,
                  "gRPC port for the Preprocess service (0: any free port; unset: off)")
       ->check(CLI::Range(0, 65535));
-  app.add_option("--model", a.model_dir, "model directory (preprocessor configs)");
+  app.add_option("--model", a.model_dir,
+                 "model directory (tokenizer, chat template, configs; --preprocess-only: only "
+                 "the preprocessor configs)");
   app.add_option("--workers", a.workers, "media worker threads (default: hardware threads)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--queue-limit", a.queue_limit,
@@ -141,15 +228,42 @@ int RunServe(int argc, char** argv) {
                "bit-exact with the reference)");
   app.add_option("--shutdown-grace-ms", a.shutdown_grace_ms, "time to finish requests on SIGTERM")
       ->capture_default_str();
+  app.add_option("--engine", a.engines, "HOST:PORT of an m3-engine serve worker (repeatable)");
+  app.add_option("--served-model-name", a.served_model_name,
+                 "the model name clients send (default: the model directory's name)");
+  app.add_option("--api-key", a.api_keys,
+                 "accepted API key, sent as 'Authorization: Bearer KEY' (repeatable; none: no "
+                 "authentication)")
+      ->envname("M3_API_KEY");
+  app.add_option("--max-images-per-request", a.max_media_items,
+                 "image and video parts per chat request (more: 413)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  app.add_option("--max-concurrent-requests", a.max_concurrent_requests,
+                 "generation requests in flight at once (more: 429)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--health-interval-ms", a.health_interval_ms,
+                 "time between engine health probes (ejection and re-admission)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{10}, int64_t{3600000}));
+  app.add_option("--engine-probe-timeout-ms", a.probe_timeout_ms,
+                 "deadline of one engine health probe")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{10}, int64_t{600000}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   if (!a.preprocess_only) {
-    throw Error(
-        ErrorCode::kUnsupported,
-        "serve needs --preprocess-only in this build (the engine-backed API is not wired yet)");
+    Require(!a.model_dir.empty(), ErrorCode::kInvalidArgument,
+            "serve needs --model DIR (or --preprocess-only)");
+    Require(!a.engines.empty(), ErrorCode::kInvalidArgument,
+            "serve needs at least one --engine HOST:PORT (or --preprocess-only)");
+  } else {
+    Require(a.engines.empty(), ErrorCode::kInvalidArgument,
+            "--engine has no use with --preprocess-only");
   }
   Require(a.max_body_bytes > 0 && a.read_timeout_ms > 0 && a.max_inflight_bytes > 0 &&
               a.request_timeout_ms > 0 && a.limits.max_items > 0 && a.limits.max_pixels > 0 &&
@@ -202,6 +316,9 @@ int RunServe(int argc, char** argv) {
   http_options.memory = memory;
   // A body, the JSON parser's buffer for its largest string and the parsed string itself.
   http_options.body_charge_factor = 3;
+  if (!a.preprocess_only) {
+    return RunApiServer(a, http_options, service, preprocessor, pools, signals);
+  }
   net::HttpServer http(http_options, net::MakePreprocessHttpHandler(service, pools),
                        net::MakePreprocessHeaderCheck(pools));
   http.Start();
@@ -234,11 +351,8 @@ int RunServe(int argc, char** argv) {
               a.queue_limit);
   std::fflush(stdout);
 
-  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
-  unsigned char sig = 0;
-  while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
-  }
-  Log(LogLevel::kInfo, "serve: signal ", static_cast<int>(sig), ", shutting down");
+  const int sig = WaitForShutdownSignal(signals);
+  Log(LogLevel::kInfo, "serve: signal ", sig, ", shutting down");
   http.StopAccepting();
   auto grace = std::chrono::milliseconds(a.shutdown_grace_ms);
   if (grpc_server) grpc_server->Shutdown(std::chrono::system_clock::now() + grace);
@@ -249,7 +363,10 @@ int RunServe(int argc, char** argv) {
 }
 
 const CommandRegistrar kRegister(
-    {"serve", "serve the gateway (--preprocess-only: media preprocessing service)", RunServe});
+    {"serve",
+     "serve the OpenAI-compatible API on m3-engine workers (--preprocess-only: the media "
+     "preprocessing service alone)",
+     RunServe});
 
 }  // namespace
 }  // namespace m3::cli

@@ -1,0 +1,63 @@
+// The API server's metrics (see api_metrics.h).
+#include "gateway/api/api_metrics.h"
+
+namespace m3::api {
+
+ApiMetrics::ApiMetrics()
+    : requests_(registry_.AddCounterFamily("m3_gateway_requests_total",
+                                           "HTTP requests answered, by endpoint and status",
+                                           {"endpoint", "status"})),
+      latency_(registry_.AddHistogramFamily(
+          "m3_gateway_request_duration_seconds",
+          "Arrival to the last byte of the response (streams: to their end), by endpoint",
+          {"endpoint"}, net::ExponentialBuckets(0.0005, 2, 18))),
+      ttft_(registry_.AddHistogram("m3_gateway_time_to_first_token_seconds",
+                                   "Arrival of a generation request to its first token",
+                                   net::ExponentialBuckets(0.001, 2, 16))),
+      itl_(registry_.AddHistogram("m3_gateway_inter_token_latency_seconds",
+                                  "Time between consecutive tokens of one generation",
+                                  net::ExponentialBuckets(0.0005, 2, 14))),
+      setup_(registry_.AddHistogram(
+          "m3_gateway_request_setup_seconds",
+          "Arrival of a generation request to its engine request: parsing, media, prompt",
+          net::ExponentialBuckets(0.0001, 2, 18))),
+      preprocess_(registry_.AddHistogramFamily(
+          "m3_gateway_preprocess_seconds", "One media item's fetch, decode and resize, by modality",
+          {"modality"}, net::ExponentialBuckets(0.001, 2, 15))),
+      in_flight_(registry_.AddGauge("m3_gateway_requests_in_flight",
+                                    "Generation requests admitted and not yet answered")),
+      engine_healthy_(registry_.AddGaugeFamily(
+          "m3_gateway_engine_healthy", "1 when the engine is admitted, else 0", {"engine"})),
+      engine_outstanding_(registry_.AddGaugeFamily("m3_gateway_engine_outstanding_requests",
+                                                   "Requests the gateway has on the engine",
+                                                   {"engine"})),
+      queue_depth_(registry_.AddGaugeFamily(
+          "m3_gateway_queue_depth", "Media jobs waiting for a thread, by pool", {"pool"})) {}
+
+void ApiMetrics::WatchEngines(const engine_client::EngineRouter& router) {
+  registry_.AddScrapeHook([this, &router] {
+    for (const auto& e : router.endpoints()) {
+      engine_healthy_.WithLabels({e->address()}).Set(e->healthy() ? 1 : 0);
+      engine_outstanding_.WithLabels({e->address()}).Set(e->outstanding());
+    }
+  });
+}
+
+void ApiMetrics::WatchPools(std::shared_ptr<net::WorkerPool> workers,
+                            std::shared_ptr<net::WorkerPool> fetch) {
+  registry_.AddScrapeHook([this, workers, fetch] {
+    queue_depth_.WithLabels({"media"}).Set(static_cast<double>(workers->queued()));
+    queue_depth_.WithLabels({"fetch"}).Set(static_cast<double>(fetch->queued()));
+  });
+}
+
+void ApiMetrics::RecordRequest(const std::string& endpoint, int status, double seconds) {
+  requests_.WithLabels({endpoint, std::to_string(status)}).Inc();
+  latency_.WithLabels({endpoint}).Observe(seconds);
+}
+
+void ApiMetrics::RecordPreprocess(const std::string& modality, double seconds) {
+  preprocess_.WithLabels({modality}).Observe(seconds);
+}
+
+}  // namespace m3::api

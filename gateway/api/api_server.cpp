@@ -1,0 +1,187 @@
+// The route table and early refusals (see api_server.h).
+#include "gateway/api/api_server.h"
+
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "gateway/api/chat_handler.h"
+#include "gateway/api/completion_handler.h"
+#include "gateway/api/error_response.h"
+#include "gateway/api/health_handler.h"
+#include "gateway/api/metered_exchange.h"
+#include "gateway/api/model_list.h"
+#include "gateway/api/tokenize_handler.h"
+#include "gateway/net/preprocess_http.h"
+
+namespace m3::api {
+namespace {
+
+namespace http = boost::beast::http;
+using Route = ApiServer::Route;
+
+struct RouteInfo {
+  Route route;
+  http::verb method;
+  const char* label;  // the metrics' endpoint label
+  bool authenticated;
+};
+
+constexpr std::string_view kModelPrefix = "/v1/models/";
+
+std::string_view PathOf(const net::HttpRequest& request) {
+  const std::string_view target = request.target();
+  return target.substr(0, target.find('?'));
+}
+
+std::optional<RouteInfo> Lookup(std::string_view path) {
+  static const std::pair<std::string_view, RouteInfo> kRoutes[] = {
+      {"/v1/chat/completions", {Route::kChat, http::verb::post, "/v1/chat/completions", true}},
+      {"/v1/completions", {Route::kCompletions, http::verb::post, "/v1/completions", true}},
+      {"/v1/models", {Route::kModels, http::verb::get, "/v1/models", true}},
+      {"/tokenize", {Route::kTokenize, http::verb::post, "/tokenize", true}},
+      {"/detokenize", {Route::kDetokenize, http::verb::post, "/detokenize", true}},
+      {"/v1/preprocess", {Route::kPreprocess, http::verb::post, "/v1/preprocess", true}},
+      {"/health", {Route::kHealth, http::verb::get, "/health", false}},
+      {"/ready", {Route::kReady, http::verb::get, "/ready", false}},
+      {"/metrics", {Route::kMetrics, http::verb::get, "/metrics", false}},
+  };
+  for (const auto& [p, info] : kRoutes) {
+    if (p == path) return info;
+  }
+  if (path.size() > kModelPrefix.size() && path.substr(0, kModelPrefix.size()) == kModelPrefix) {
+    return RouteInfo{Route::kModel, http::verb::get, "/v1/models/{model}", true};
+  }
+  return std::nullopt;
+}
+
+bool KeyMatches(std::string_view given, const std::vector<std::string>& keys) {
+  bool match = false;
+  for (const std::string& key : keys) {
+    // Constant time in the key's bytes: a timing side channel would leak a valid key.
+    if (key.size() == given.size() && CRYPTO_memcmp(key.data(), given.data(), key.size()) == 0) {
+      match = true;
+    }
+  }
+  return match;
+}
+
+// The refusal the request head alone decides, if any.
+std::optional<net::HttpResponse> Refusal(const ServingContext& ctx, const net::HttpRequest& head,
+                                         std::optional<RouteInfo>* found) {
+  const std::string_view path = PathOf(head);
+  const std::optional<RouteInfo> route = Lookup(path);
+  if (found) *found = route;
+  if (!route) {
+    return ErrorResponse(404, "no route for " + std::string(path.substr(0, 200)), "not_found");
+  }
+  const bool head_of_get = route->method == http::verb::get && head.method() == http::verb::head;
+  if (head.method() != route->method && !head_of_get) {
+    net::HttpResponse res = ErrorResponse(
+        405, "use " + std::string(http::to_string(route->method)) + " " + std::string(path),
+        "method_not_allowed");
+    res.set(http::field::allow, http::to_string(route->method));
+    return res;
+  }
+  if (route->authenticated && !ctx.options().api_keys.empty()) {
+    const std::string_view auth = head[http::field::authorization];
+    constexpr std::string_view kBearer = "Bearer ";
+    const bool bearer = auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer;
+    if (!bearer || !KeyMatches(auth.substr(kBearer.size()), ctx.options().api_keys)) {
+      net::HttpResponse res =
+          ErrorResponse(401,
+                        bearer ? "the API key is not valid"
+                               : "an API key is required: send it as 'Authorization: Bearer <key>'",
+                        "invalid_api_key");
+      res.set(http::field::www_authenticate, "Bearer");
+      return res;
+    }
+  }
+  if (route->method == http::verb::post) {
+    std::string type(head[http::field::content_type]);
+    type = type.substr(0, type.find(';'));
+    type.erase(
+        std::remove_if(type.begin(), type.end(), [](unsigned char c) { return std::isspace(c); }),
+        type.end());
+    std::transform(type.begin(), type.end(), type.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    // No Content-Type at all is read as JSON (as curl -d sends form types, clients that send
+    // one must mean it).
+    if (!type.empty() && type != "application/json") {
+      return ErrorResponse(
+          415, "the body must be JSON (Content-Type: application/json), not " + type.substr(0, 100),
+          "unsupported_media_type");
+    }
+  }
+  if ((route->route == Route::kChat || route->route == Route::kCompletions) && ctx.saturated()) {
+    return ErrorResponse(429, "the server has too many requests in flight; retry later",
+                         "too_many_requests");
+  }
+  if (route->route == Route::kPreprocess && ctx.pools().workers->full()) {
+    return ErrorResponse(429, "the preprocessing queue is full; retry later", "queue_full");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ApiServer::ApiServer(std::shared_ptr<const ServingContext> ctx)
+    : ctx_(std::move(ctx)),
+      preprocess_(net::MakePreprocessHttpHandler(ctx_->media_service_ptr(), ctx_->pools())) {}
+
+net::ExchangeHandler ApiServer::Handler() {
+  auto self = shared_from_this();
+  return [self](net::HttpRequest&& request, std::shared_ptr<net::HttpExchange> exchange) {
+    self->Handle(std::move(request), std::move(exchange));
+  };
+}
+
+net::HttpHeaderCheck ApiServer::HeaderCheck() {
+  auto ctx = ctx_;
+  return [ctx](const net::HttpRequest& head) { return Refusal(*ctx, head, nullptr); };
+}
+
+void ApiServer::Handle(net::HttpRequest&& request, std::shared_ptr<net::HttpExchange> exchange) {
+  const auto arrival = std::chrono::steady_clock::now();
+  const ServingContext& ctx = *ctx_;
+  std::optional<RouteInfo> route;
+  std::optional<net::HttpResponse> refusal = Refusal(ctx, request, &route);
+  exchange = MakeMeteredExchange(std::move(exchange), ctx.metrics(), route ? route->label : "other",
+                                 arrival);
+  if (refusal) return exchange->Respond(std::move(*refusal));
+  try {
+    switch (route->route) {
+      case Route::kChat:
+        return HandleChatCompletion(ctx, std::move(request), std::move(exchange), arrival);
+      case Route::kCompletions:
+        return HandleCompletion(ctx, std::move(request), std::move(exchange), arrival);
+      case Route::kModels:
+        return HandleModelList(ctx, *exchange);
+      case Route::kModel:
+        return HandleModel(ctx, PathOf(request).substr(kModelPrefix.size()), *exchange);
+      case Route::kTokenize:
+        return HandleTokenize(ctx, std::move(request), std::move(exchange));
+      case Route::kDetokenize:
+        return HandleDetokenize(ctx, std::move(request), std::move(exchange));
+      case Route::kPreprocess:
+        return preprocess_(std::move(request), [exchange](net::HttpResponse res) {
+          exchange->Respond(std::move(res));
+        });
+      case Route::kHealth:
+        return HandleHealth(*exchange);
+      case Route::kReady:
+        return HandleReady(ctx, *exchange);
+      case Route::kMetrics:
+        return HandleMetrics(ctx, *exchange);
+    }
+  } catch (...) {
+    exchange->Respond(ErrorResponseFor(std::current_exception()));
+  }
+}
+
+}  // namespace m3::api

@@ -1,0 +1,48 @@
+// The OpenAI-compatible API's route table: method + path -> handler, with the refusals that
+// need only the request head decided before any body byte is read (unknown path 404, wrong
+// method 405, missing or wrong API key 401, a body that is not JSON 415, a saturated server
+// 429). Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{name}],
+// POST /tokenize, POST /detokenize, POST /v1/preprocess (API keys apply to all of these),
+// and GET /health, /ready, /metrics (open, for probes and scrapers). Every response is counted
+// in the metrics by endpoint and status.
+#pragma once
+
+#include <memory>
+
+#include "gateway/api/serving_context.h"
+#include "gateway/net/http_exchange.h"
+#include "gateway/net/http_server.h"
+
+namespace m3::api {
+
+class ApiServer : public std::enable_shared_from_this<ApiServer> {
+ public:
+  // `ctx` must outlive every request (the server's Stop returns before it is destroyed).
+  explicit ApiServer(std::shared_ptr<const ServingContext> ctx);
+
+  // For HttpServer: the handler (runs on a network thread and returns quickly; the work goes
+  // to the pools and the engines) and the check of the request head.
+  net::ExchangeHandler Handler();
+  net::HttpHeaderCheck HeaderCheck();
+
+  enum class Route {
+    kChat,
+    kCompletions,
+    kModels,
+    kModel,
+    kTokenize,
+    kDetokenize,
+    kPreprocess,
+    kHealth,
+    kReady,
+    kMetrics
+  };
+
+ private:
+  void Handle(net::HttpRequest&& request, std::shared_ptr<net::HttpExchange> exchange);
+
+  std::shared_ptr<const ServingContext> ctx_;
+  net::HttpHandler preprocess_;
+};
+
+}  // namespace m3::api

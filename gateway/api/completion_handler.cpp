@@ -1,0 +1,63 @@
+// POST /v1/completions (see completion_handler.h).
+#include "gateway/api/completion_handler.h"
+
+#include <utility>
+
+#include "gateway/api/error_response.h"
+#include "gateway/api/generation_launch.h"
+#include "gateway/openai/completion_request.h"
+#include "gateway/openai/output_options.h"
+#include "gateway/openai/request_body.h"
+#include "gateway/openai/request_error.h"
+
+namespace m3::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void Run(const ServingContext& ctx, const std::string& body,
+         const std::shared_ptr<net::HttpExchange>& exchange, Clock::time_point arrival,
+         std::shared_ptr<void> admission) {
+  try {
+    const openai::CompletionRequest req =
+        openai::ParseCompletionRequest(openai::ParseRequestBody(body, ctx.options().limits),
+                                       ctx.served_model(), ctx.options().limits, ctx.vocab_size());
+    GenerationJob job;
+    job.prompt_ids = req.prompt_is_ids ? req.prompt_ids : ctx.tokenizer().Encode(req.prompt, true);
+    if (job.prompt_ids.empty()) {
+      throw openai::RequestError(ErrorCode::kInvalidArgument, "the prompt is empty", "prompt",
+                                 "invalid_value");
+    }
+    job.request_id = ctx.NewId("cmpl-");
+    job.formatter = openai::MakeCompletionFormatter(
+        ctx.tokenizer(), {job.request_id, ServingContext::Now(), ctx.model_name()},
+        openai::CompletionOutputOptions(req, ctx.eos_token_ids()), req.stream.stream,
+        req.stream.include_usage, req.sampling.logprobs);
+    job.sampling = req.sampling;
+    job.arrival = arrival;
+    job.admission = std::move(admission);
+    LaunchGeneration(ctx, exchange, std::move(job));
+  } catch (...) {
+    exchange->Respond(ErrorResponseFor(std::current_exception()));
+  }
+}
+
+}  // namespace
+
+void HandleCompletion(const ServingContext& ctx, net::HttpRequest&& request,
+                      std::shared_ptr<net::HttpExchange> exchange, Clock::time_point arrival) {
+  if (!ctx.TryAdmit()) {
+    return exchange->Respond(ErrorResponse(
+        429, "the server has too many requests in flight; retry later", "too_many_requests"));
+  }
+  std::shared_ptr<void> admission(nullptr, [&ctx](void*) { ctx.Release(); });
+  auto body = std::make_shared<std::string>(std::move(request.body()));
+  const size_t size = body->size();
+  if (!ctx.Dispatch(size, [&ctx, body, exchange, arrival, admission] {
+        Run(ctx, *body, exchange, arrival, admission);
+      })) {
+    exchange->Respond(ErrorResponse(429, "the request queue is full; retry later", "queue_full"));
+  }
+}
+
+}  // namespace m3::api

@@ -1,0 +1,35 @@
+// The bridge from a GenerationSession to the client's HttpExchange: the first SSE write opens
+// the stream (200, text/event-stream), later ones are queued on it, the end closes it; a
+// response that never streamed is sent whole (the completion or its error, with its status).
+// A client that leaves, or stops reading while its queue is full, cancels the session, which
+// aborts the engine request.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "gateway/engine_client/generation_session.h"
+#include "gateway/net/http_exchange.h"
+
+namespace m3::api {
+
+// The session a sink cancels, known only once GenerationSession::Start returns (the sink may
+// be called before that).
+class SessionHandle {
+ public:
+  void Set(std::shared_ptr<engine_client::GenerationSession> session);
+  void Cancel();
+  void Clear();  // the session finished: drop the reference (it holds the sink, which holds us)
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<engine_client::GenerationSession> session_;
+  bool cancel_ = false;
+};
+
+// `keep`: what must live until the response is done (the request's media, its admission).
+engine_client::GenerationSink MakeExchangeSink(std::shared_ptr<net::HttpExchange> exchange,
+                                               std::shared_ptr<SessionHandle> handle,
+                                               std::shared_ptr<void> keep);
+
+}  // namespace m3::api

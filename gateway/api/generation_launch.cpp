@@ -1,0 +1,55 @@
+// Prompt ids + media -> engine request -> session on the exchange (see generation_launch.h).
+#include "gateway/api/generation_launch.h"
+
+#include <utility>
+
+#include "gateway/api/exchange_sink.h"
+#include "gateway/api/timed_formatter.h"
+#include "gateway/engine_client/engine_request.h"
+#include "gateway/engine_client/generation_session.h"
+
+namespace m3::api {
+
+void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchange> exchange,
+                      GenerationJob job) {
+  const int64_t max_tokens =
+      openai::ResolveMaxTokens(job.sampling, job.prompt_ids.size(), ctx.max_model_len());
+  std::vector<engine_client::EngineMedia> media;
+  if (job.media) {
+    for (const media::PreprocessedMedia& item : job.media->items) {
+      media.push_back({item.kind == media::PreprocessedMedia::Kind::kVideo, &item.pixel_values,
+                       item.grid_thw, item.placeholder_tokens});
+    }
+  }
+  // The pixel dtype of the engine that would take the request now (engines of one model
+  // normally agree; a retry elsewhere still works, the engine converts what it is sent).
+  std::string dtype = "F32";
+  if (!media.empty()) {
+    const auto engine = ctx.router().Pick();  // 503 when none can serve
+    if (auto info = engine->model_info(); info && !info->preferred_pixel_dtype().empty()) {
+      dtype = info->preferred_pixel_dtype();
+    }
+  }
+  engine_client::GenerationRequest request;
+  request.request = engine_client::BuildGenerateRequest(job.request_id, job.prompt_ids, media,
+                                                        job.sampling, max_tokens, dtype);
+  request.top_logprobs = job.sampling.top_logprobs;
+  request.formatter = MakeTimedFormatter(std::move(job.formatter), ctx.metrics(), job.arrival);
+  // The pixels are in the request now; only the memory budget's hold is kept.
+  std::shared_ptr<void> keep =
+      std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
+          std::move(job.admission),
+          job.media ? std::shared_ptr<void>(job.media, &job.media->held) : std::shared_ptr<void>());
+  if (job.media) {
+    for (auto& item : job.media->items) item.pixel_values = HostTensor();
+  }
+  ctx.metrics().RecordSetup(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - job.arrival).count());
+  auto handle = std::make_shared<SessionHandle>();
+  auto sink = MakeExchangeSink(exchange, handle, std::move(keep));
+  exchange->OnDisconnect([handle] { handle->Cancel(); });
+  handle->Set(
+      engine_client::GenerationSession::Start(ctx.router(), std::move(request), std::move(sink)));
+}
+
+}  // namespace m3::api

@@ -1,0 +1,35 @@
+// The last step of a chat or text completion request, shared by both handlers: the completion
+// budget resolved against the context, the GenerateRequest built for the engine (pixels in the
+// dtype the engine prefers), and a GenerationSession started that answers through the exchange
+// (client disconnect cancels it).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gateway/api/media_stage.h"
+#include "gateway/api/serving_context.h"
+#include "gateway/net/http_exchange.h"
+#include "gateway/openai/response_formatter.h"
+#include "gateway/openai/sampling_request.h"
+
+namespace m3::api {
+
+struct GenerationJob {
+  std::string request_id;
+  std::vector<int32_t> prompt_ids;
+  std::shared_ptr<PreparedMedia> media;  // may be null
+  openai::SamplingRequest sampling;
+  std::unique_ptr<openai::ResponseFormatter> formatter;
+  std::chrono::steady_clock::time_point arrival;
+  std::shared_ptr<void> admission;  // released when the response is done
+};
+
+// Throws RequestError (context length, 503 when no engine is healthy) before anything is sent.
+void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchange> exchange,
+                      GenerationJob job);
+
+}  // namespace m3::api

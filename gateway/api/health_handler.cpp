@@ -1,0 +1,45 @@
+// /health, /ready, /metrics (see health_handler.h).
+#include "gateway/api/health_handler.h"
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/api/error_response.h"
+#include "gateway/net/http_server.h"
+
+namespace m3::api {
+
+namespace http = boost::beast::http;
+
+void HandleHealth(net::HttpExchange& exchange) {
+  exchange.Respond(net::JsonResponse(200, R"({"status":"ok"})"));
+}
+
+void HandleReady(const ServingContext& ctx, net::HttpExchange& exchange) {
+  nlohmann::json engines = nlohmann::json::array();
+  std::string states;
+  for (const auto& e : ctx.router().endpoints()) {
+    const std::string state(engine_client::EndpointStateName(e->state()));
+    engines.push_back(
+        {{"address", e->address()}, {"state", state}, {"outstanding", e->outstanding()}});
+    if (!states.empty()) states += ", ";
+    states += e->address() + " " + state;
+    if (!e->healthy() && !e->last_error().empty()) states += " (" + e->last_error() + ")";
+  }
+  if (ctx.router().healthy_count() > 0) {
+    const nlohmann::json body = {{"status", "ready"}, {"engines", std::move(engines)}};
+    return exchange.Respond(net::JsonResponse(
+        200, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+  }
+  exchange.Respond(
+      ErrorResponse(503, "no engine can serve requests: " + states, "no_engine_available"));
+}
+
+void HandleMetrics(const ServingContext& ctx, net::HttpExchange& exchange) {
+  net::HttpResponse res{http::status::ok, 11};
+  res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+  res.body() = ctx.metrics().Render();
+  res.prepare_payload();
+  exchange.Respond(std::move(res));
+}
+
+}  // namespace m3::api

@@ -1,0 +1,12 @@
+// image_url.detail -> resize bounds (see image_detail.h).
+#include "gateway/api/image_detail.h"
+
+namespace m3::api {
+
+media::MediaOptions MediaOptionsForDetail(openai::ImageDetail detail) {
+  media::MediaOptions options;
+  if (detail == openai::ImageDetail::kLow) options.max_pixels = kLowDetailMaxPixels;
+  return options;
+}
+
+}  // namespace m3::api

@@ -1,0 +1,40 @@
+// The media of one chat request, fetched and preprocessed concurrently: every item's fetch
+// runs on the fetch pool (http/https; network waits never hold a CPU worker) and its decode and
+// resize on the worker pool (data: URIs go straight there), all items at once, under one
+// deadline for the whole request. The request's limits hold across items however they
+// interleave: media bytes (FetchOptions::max_request_bytes), resized pixels and output tensor
+// bytes (PreprocessLimits), and what every item holds is charged to the process memory budget
+// until the request is done. The first failure ends the request (a ParamError naming the
+// item's field); a full queue is a 429 at once.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "gateway/api/serving_context.h"
+#include "gateway/net/memory_budget.h"
+#include "gateway/openai/chat_request.h"
+
+namespace m3::api {
+
+struct PreparedMedia {
+  std::vector<media::PreprocessedMedia> items;  // request order
+  // Memory budget held for the items' bytes; released with this object.
+  std::vector<net::MemoryBudget::Reservation> held;
+};
+
+// Called once, on a pool thread (or the calling thread when nothing could be queued), with the
+// media or the error.
+using MediaDone =
+    std::function<void(std::shared_ptr<PreparedMedia> media, std::exception_ptr error)>;
+
+// The checks that need no I/O (URL syntax and scheme, the SSRF guard for literal addresses, the
+// local-file policy, data: URI headers), on the calling thread; throws a ParamError.
+void PrecheckMedia(const ServingContext& ctx, const std::vector<openai::MediaRef>& refs);
+
+// `refs` non-empty and prechecked. `ctx` must outlive the work.
+void StartMediaStage(const ServingContext& ctx, std::vector<openai::MediaRef> refs, MediaDone done);
+
+}  // namespace m3::api

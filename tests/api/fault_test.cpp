@@ -1,0 +1,110 @@
+// Engine faults through the real processes: two engines behind one gateway (health probes
+// every 100 ms). An engine killed while it streams ends that client's stream with an error
+// event within a second; new requests go to the other engine; the killed engine, started
+// again on its port, is re-admitted and serves again.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "tests/api/api_client.h"
+#include "tests/api/api_stack.h"
+#include "tests/net/loopback_http.h"
+#include "tests/test_util.h"
+
+namespace m3::test {
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+Json Engines(uint16_t port) {
+  const ApiReply r = ApiCall(port, "GET", "/ready");
+  const Json j = Json::parse(r.body, nullptr, false);
+  return j.is_object() && j.contains("engines") ? j["engines"] : Json::array();
+}
+
+// Waits (bounded) until /ready lists `address` in `state`.
+bool WaitForState(uint16_t port, const std::string& address, const std::string& state) {
+  for (int i = 0; i < 150; ++i) {
+    for (const Json& e : Engines(port)) {
+      if (e["address"] == address && e["state"] == state) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+TEST_CASE("an engine killed mid-stream: error event within 1 s, failover, re-admission") {
+  auto a = std::make_unique<EngineProcess>("chat-e2e/model");
+  EngineProcess b("chat-e2e/model");
+  const int a_port = a->port();
+  const std::string a_address = a->address();
+  GatewayProcess gateway({"serve", "--model", DataPath("chat-e2e/model"), "--port", "0", "--engine",
+                          a_address, "--engine", b.address(), "--served-model-name", "chat-e2e",
+                          "--health-interval-ms", "100", "--engine-probe-timeout-ms", "500"});
+  const uint16_t port = gateway.http_port();
+  REQUIRE(WaitForState(port, a_address, "healthy"));
+  REQUIRE(WaitForState(port, b.address(), "healthy"));
+
+  // A long stream on engine A (both idle: the first listed takes it).
+  const Json body = {{"model", "chat-e2e"},
+                     {"messages", {{{"role", "user"}, {"content", "Count slowly to a thousand."}}}},
+                     {"max_tokens", 1500},
+                     {"ignore_eos", true},
+                     {"temperature", 0},
+                     {"stream", true}};
+  std::atomic<bool> killed{false};
+  Clock::time_point killed_at{};
+  Clock::time_point error_at{};
+  std::string seen;
+  const ApiReply r =
+      ApiCall(port, "POST", "/v1/chat/completions", body.dump(),
+              {{"Content-Type", "application/json"}}, 60000, [&](std::string_view piece) {
+                seen.append(piece);
+                if (!killed && seen.find("\"content\"") != std::string::npos) {
+                  a->Kill();
+                  killed_at = Clock::now();
+                  killed = true;
+                }
+                if (killed && error_at == Clock::time_point{} &&
+                    seen.find("\"error\"") != std::string::npos) {
+                  error_at = Clock::now();
+                }
+              });
+  REQUIRE(killed);
+  CHECK(r.status == 200);
+  CHECK(r.complete);
+  const StreamSummary s = ReadSse(r.body);
+  CHECK(s.done);
+  REQUIRE(s.errors.size() == 1);
+  CHECK(s.errors[0]["error"]["message"].is_string());
+  REQUIRE(error_at != Clock::time_point{});
+  const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(error_at - killed_at);
+  CAPTURE(after.count());
+  CHECK(after.count() < 1000);
+
+  // New requests are served by B, also before A's ejection is noticed (retried elsewhere).
+  const Json short_body = {{"model", "chat-e2e"},
+                           {"messages", {{{"role", "user"}, {"content", "Hello"}}}},
+                           {"max_tokens", 4},
+                           {"temperature", 0}};
+  for (int i = 0; i < 3; ++i) {
+    const ApiReply ok = PostJson(port, "/v1/chat/completions", short_body);
+    CHECK_MESSAGE(ok.status == 200, ok.body);
+  }
+  CHECK(WaitForState(port, a_address, "unhealthy"));
+
+  // A comes back on its port: re-admitted, and takes requests again.
+  a = std::make_unique<EngineProcess>("chat-e2e/model", a_port);
+  CHECK(WaitForState(port, a_address, "healthy"));
+  b.Kill();
+  CHECK(WaitForState(port, b.address(), "unhealthy"));
+  const ApiReply again = PostJson(port, "/v1/chat/completions", short_body);
+  CHECK_MESSAGE(again.status == 200, again.body);
+}
+
+}  // namespace
+}  // namespace m3::test
