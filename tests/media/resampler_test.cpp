@@ -1,6 +1,7 @@
 // BicubicResampler: the AVX2 and AVX-512 kernels equal the scalar arithmetic bit for bit over many
 // size pairs (down, up, one axis unchanged, extreme ratios); streaming in strips of any height
-// gives the same pixels; SmartResize's rounding rules.
+// gives the same pixels; one-axis resizes are symmetric under transposition (portrait and
+// landscape alike); SmartResize's rounding rules.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -45,6 +46,51 @@ TEST_CASE("SIMD and scalar resampling agree exactly") {
       ImageBuffer c;
       r.ResizeWith(k, in, c);
       CHECK(std::memcmp(c.pixels.data(), b.pixels.data(), s[2] * s[3] * 3) == 0);
+    }
+  }
+}
+
+// Every media golden is landscape or square; this pins portrait handling without one. When only one
+// axis changes, resizing a picture and resizing its transpose run the same 1-D filter over the same
+// samples (once as the horizontal pass, once as the vertical one), so the results must be exact
+// transposes; a height/width mix-up in either pass or kernel breaks that.
+TEST_CASE("one-axis resizes of a picture and of its transpose are exact transposes") {
+  std::mt19937 rng(13);
+  // in_w, in_h, out_w (width changes only): the chat-e2e portrait's axes (90 -> 84 down,
+  // 300 -> 308 up), filters wider than a SIMD step, and a one-pixel-wide strip.
+  const int sizes[][3] = {{90, 300, 84},   {300, 90, 308}, {45, 120, 56},
+                          {1000, 37, 252}, {17, 1900, 28}, {1, 50, 28}};
+  auto transpose = [](const ImageBuffer& in) {
+    ImageBuffer t;
+    t.Allocate(in.height, in.width, ChannelOrder::kRGB);
+    for (int64_t y = 0; y < in.height; ++y)
+      for (int64_t x = 0; x < in.width; ++x) std::memcpy(t.row(x) + 3 * y, in.row(y) + 3 * x, 3);
+    return t;
+  };
+  for (const auto& s : sizes) {
+    CAPTURE(s[0]);
+    CAPTURE(s[1]);
+    CAPTURE(s[2]);
+    ImageBuffer in;
+    in.Allocate(s[0], s[1], ChannelOrder::kRGB);
+    for (int64_t i = 0; i < int64_t{s[0]} * s[1] * 3; ++i)
+      in.pixels[i] = static_cast<uint8_t>(rng() % 256);
+    const ImageBuffer in_t = transpose(in);
+    const BicubicResampler across(s[0], s[1], s[2], s[1]), down(s[1], s[0], s[1], s[2]);
+    for (auto k : {BicubicResampler::Kernel::kScalar, BicubicResampler::Kernel::kAvx2,
+                   BicubicResampler::Kernel::kAvx512}) {
+      if (!across.Has(k) || !down.Has(k)) continue;
+      CAPTURE(static_cast<int>(k));
+      ImageBuffer a, b;
+      across.ResizeWith(k, in, a);
+      down.ResizeWith(k, in_t, b);
+      REQUIRE(b.width == s[1]);
+      REQUIRE(b.height == s[2]);
+      const ImageBuffer a_t = transpose(a);
+      int64_t mismatches = 0;
+      for (int64_t y = 0; y < b.height; ++y)
+        mismatches += std::memcmp(a_t.row(y), b.row(y), 3 * b.width) != 0;
+      CHECK(mismatches == 0);
     }
   }
 }
