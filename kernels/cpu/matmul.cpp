@@ -25,7 +25,8 @@ bool LinearUsesBlas() {
 void Linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, const float* bias,
             float* y) {
   if (m == 0 || n == 0) return;
-  if (m <= kSmallLinearRows && SmallMLinear(x, m, k, w, n, bias, y)) return;
+  if (m <= kSmallLinearRows && SmallMKernelsEnabled() && SmallMLinear(x, m, k, w, n, bias, y))
+    return;
 #ifdef M3_HAVE_CBLAS
   if (bias) {
     for (int64_t i = 0; i < m; ++i)

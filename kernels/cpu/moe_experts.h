@@ -29,9 +29,9 @@ void MoeGroupedExperts(const float* x, int64_t rows, const int32_t* ids, const f
 // The same computation on K-major stacks, the layout the CPU backend keeps expert weights in:
 // gate_up_t [experts, hidden, 2 * inter] (gate columns, then up columns), down_t [experts,
 // inter, hidden] (TransposeEachExpert of the stacks above). Groups of at most kSmallExpertRows
-// rows (the common case in decode steps) run SmallMGemmKMajor, larger ones sgemm; a row of a small
-// group comes out the same whatever other rows share its group.
-constexpr int64_t kSmallExpertRows = 16;
+// rows (the common case in decode steps; sgemm is no faster up to 32 rows) run SmallMGemmKMajor,
+// larger ones sgemm; a row of a small group comes out the same whatever other rows share its group.
+constexpr int64_t kSmallExpertRows = 32;
 void MoeGroupedExpertsKMajor(const float* x, int64_t rows, const int32_t* ids, const float* weights,
                              const float* gate_up_t, const float* down_t,
                              const MoeExpertsDims& dims, float* out);

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "kernels/cpu/cpu_features.h"
@@ -151,6 +153,14 @@ constexpr std::array<TileFn, sizeof...(I)> PortableTiles(std::index_sequence<I..
 constexpr auto kPortable = PortableTiles(std::make_index_sequence<kMaxRowTile>());
 
 }  // namespace
+
+bool SmallMKernelsEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("M3_CPU_SMALL_M");
+    return !(v && std::string(v) == "0");
+  }();
+  return enabled;
+}
 
 GemmIsa BestGemmIsa() {
   static const GemmIsa best = CpuHasAvx512f()   ? GemmIsa::kAvx512

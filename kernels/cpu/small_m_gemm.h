@@ -17,6 +17,11 @@ namespace m3::kernels::cpu {
 
 enum class GemmIsa { kPortable, kAvx2, kAvx512 };
 
+// False when the environment sets M3_CPU_SMALL_M=0: Linear then always runs sgemm and the CPU
+// backend keeps expert weights in the nn.Linear layout on the per-expert sgemm path (the
+// behaviour before these kernels, for side-by-side measurement). Read once.
+bool SmallMKernelsEnabled();
+
 // The widest path this CPU runs.
 GemmIsa BestGemmIsa();
 const char* GemmIsaName(GemmIsa isa);

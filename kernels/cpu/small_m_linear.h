@@ -14,8 +14,9 @@
 
 namespace m3::kernels::cpu {
 
-// Rows up to which Linear takes this path.
-constexpr int64_t kSmallLinearRows = 16;
+// Rows up to which Linear takes this path: up to 32 rows it matches or beats sgemm on one
+// thread (docs/PERF.md), and it leaves sgemm's worker threads asleep.
+constexpr int64_t kSmallLinearRows = 32;
 
 // Computes the product and returns true, or returns false (leaving y alone) when this CPU has
 // no AVX-512. Parallel over column blocks (ParallelFor).

@@ -6,8 +6,8 @@
 // of a decode step have a few rows per expert, and the small-M kernel that serves them streams
 // a K-major weight with no per-call packing (kernels/cpu/small_m_gemm.h). Buffers in that layout
 // are marked, so Upload / Download of them still speak the row-major [experts, n, k] layout of
-// the interface. M3_CPU_EXPERTS_KMAJOR=0 keeps the nn.Linear layout and the per-expert sgemm
-// path (for side-by-side measurement).
+// the interface. M3_CPU_SMALL_M=0 keeps the nn.Linear layout and the per-expert sgemm path
+// (for side-by-side measurement).
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
@@ -30,6 +30,7 @@
 #include "kernels/cpu/qk_norm_rope.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/segment_attention.h"
+#include "kernels/cpu/small_m_gemm.h"
 #include "kernels/cpu/swiglu.h"
 
 namespace m3::engine::backend {
@@ -120,11 +121,6 @@ void ConvertConcatRange(std::span<const TensorView> parts, int64_t begin, int64_
     begin = 0;
     if (n == 0) return;
   }
-}
-
-bool ExpertsKMajorEnabled() {
-  const char* v = std::getenv("M3_CPU_EXPERTS_KMAJOR");
-  return !(v && std::string(v) == "0");
 }
 
 bool IsKMajorExperts(const DeviceTensor& t) {
@@ -420,7 +416,7 @@ class CpuBackend : public Backend {
  private:
   std::shared_ptr<std::atomic<size_t>> live_ = std::make_shared<std::atomic<size_t>>(0);
   size_t weight_bytes_ = 0;
-  bool experts_k_major_ = ExpertsKMajorEnabled();
+  bool experts_k_major_ = k::SmallMKernelsEnabled();
 };
 
 }  // namespace
