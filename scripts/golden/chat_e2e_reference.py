@@ -164,17 +164,20 @@ def main():
     cases = json.load(open(os.path.join(data, "chat_cases.json")))
     fresh = load()
     rounded = load()
+    # What `model.to(torch.bfloat16)` then `.float()` did to the generator's model: every floating
+    # buffer rounded to bf16 (the weights already were). inv_freq is the one that matters.
     for name, buf in rounded.named_buffers():
-        if "inv_freq" in name:
-            log("rounding", name, buf.dtype, buf.tolist())
+        if buf.is_floating_point():
+            before = buf.clone()
             buf.copy_(buf.bfloat16().float())
+            log("rounded", name, tuple(buf.shape), "changed" if not torch.equal(before, buf) else "unchanged")
     eos = fresh.generation_config.eos_token_id
     fixed = []
     for case in cases:
         a, b = generate(fresh, case), generate(rounded, case)
         log(f"{case['name']}: from_pretrained == golden {a == case['completion_ids']}, "
-            f"bf16 inv_freq == golden {b == case['completion_ids']}\n  from_pretrained {a}\n"
-            f"  bf16 inv_freq   {b}\n  golden          {case['completion_ids']}")
+            f"bf16 buffers == golden {b == case['completion_ids']}\n  from_pretrained {a}\n"
+            f"  bf16 buffers    {b}\n  golden          {case['completion_ids']}")
         row = dict(case)
         row["completion_ids"] = a
         row["completion_text"] = proc.tokenizer.decode(a, skip_special_tokens=True)
