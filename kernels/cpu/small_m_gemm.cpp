@@ -206,7 +206,7 @@ void SmallMGemmKMajor(const float* x, int64_t m, int64_t ldx, int64_t k, const f
   const int64_t tile_cols = vec * max_vecs;
   for (int64_t c0 = 0; c0 < n; c0 += tile_cols) {
     const int64_t cols = std::min(tile_cols, n - c0);
-    const int64_t vecs = (cols + vec - 1) / vec;
+    [[maybe_unused]] const int64_t vecs = (cols + vec - 1) / vec;
     for (int64_t r0 = 0; r0 < m; r0 += tile_rows) {
       const int64_t rows = std::min(tile_rows, m - r0);
       TileFn fn = kPortable[rows - 1];
