@@ -110,11 +110,12 @@ TEST_CASE("chat-e2e reference over HTTP: text and one image, data URIs and http 
   CheckReferenceCases({"text", "image"});
 }
 
-// The two cases with the portrait picture (images/tall.png) diverge from the reference at
-// completion token 3 (two_images) and 5 (multi_turn): their prompt ids match (checked), but the
-// gateway's resize of the tall image differs slightly from the reference processor's, which
-// the random-weight model amplifies. The fix belongs to gateway/media (in progress); until it
-// lands this case is skipped (run it with --no-skip).
+// The two cases with the portrait picture (images/tall.png) diverge from chat_cases.json at
+// completion token 3 (two_images) and 5 (multi_turn) although their prompt ids match: the
+// golden generator's model.to(bf16) left the reference's text RoPE frequencies bf16-rounded
+// (see scripts/golden/chat_e2e_reference.py, which writes corrected references), so these two
+// goldens are not what the float32 model computes. Skipped until the corrected chat_cases.json
+// lands in tests/data (run with --no-skip).
 TEST_CASE("chat-e2e reference over HTTP: the portrait-image cases" * doctest::skip()) {
   CheckReferenceCases({"two_images", "multi_turn"});
 }
