@@ -84,6 +84,7 @@ struct ServeArgs {
   int64_t max_concurrent_requests = 1024;
   int64_t health_interval_ms = 1000;
   int64_t probe_timeout_ms = 1000;
+  std::string routing = "least-load";
 };
 
 // The connection cap that fits the descriptor limit: the soft limit is raised to the hard one
@@ -134,6 +135,7 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   engine_client::RouterOptions router_options;
   router_options.health_interval = std::chrono::milliseconds(a.health_interval_ms);
   router_options.endpoint.probe_timeout = std::chrono::milliseconds(a.probe_timeout_ms);
+  router_options.routing = *engine_client::ParseRoutingPolicy(a.routing);  // checked by the flag
   router_options.endpoint.max_message_bytes =
       std::max<int64_t>(a.limits.max_output_bytes + (16 << 20), int64_t{64} << 20);
   // The tokenizer's vocabulary (added tokens included) is checked against each engine's
@@ -152,8 +154,9 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   net::HttpServer http(http_options, api::AdaptExchangeHandler(api_server->Handler()),
                        api_server->HeaderCheck());
   http.Start();
-  std::printf("m3-gateway serve: http=%s:%u model=%s engines=%zu healthy=%zu\n", a.host.c_str(),
-              http.port(), ctx->model_name().c_str(), a.engines.size(), healthy);
+  std::printf("m3-gateway serve: http=%s:%u model=%s engines=%zu healthy=%zu routing=%s\n",
+              a.host.c_str(), http.port(), ctx->model_name().c_str(), a.engines.size(), healthy,
+              a.routing.c_str());
   std::fflush(stdout);
 
   const int sig = WaitForShutdownSignal(signals);
@@ -247,6 +250,11 @@ int RunServe(int argc, char** argv) {
                  "time between engine health probes (ejection and re-admission)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{10}, int64_t{3600000}));
+  app.add_option("--routing", a.routing,
+                 "how requests are spread over the engines: least-load (fewest outstanding), "
+                 "round-robin, or cache-aware (prefix affinity, falling back to load)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"least-load", "round-robin", "cache-aware"}));
   app.add_option("--engine-probe-timeout-ms", a.probe_timeout_ms,
                  "deadline of one engine health probe")
       ->capture_default_str()
