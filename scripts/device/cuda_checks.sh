@@ -8,7 +8,7 @@
 # (kernels against their CPU twins, the goldens, the demo model against the CPU engine, the
 # serving runtime on the CUDA runner), the no-GPU path (CUDA_VISIBLE_DEVICES empty: exit 77),
 # compute-sanitizer memcheck (every test but the deliberate out-of-memory one) and racecheck
-# (this project's kernels in the decoder, demo-model and vision tests). Each step has a time limit so the whole run ends inside the device's 10 minutes.
+# (unfiltered; hazards inside cuBLAS's GEMMs counted apart from this project's kernels). Each step has a time limit so the whole run ends inside the device's 10 minutes.
 # With .dev/gpu-bundle.tar.xz carried (scripts/device/pack_gpu_bundle.sh) nothing is built: its
 # binaries run, cuda_serve_test (serve over gRPC) too. Logs under $OUT. Usage (repo root): bash scripts/device/cuda_checks.sh [BUILD_DIR] [TESTS]
 #   TESTS: a doctest -tc filter for the cuda_test run (default: every case)
@@ -88,24 +88,33 @@ step() { echo "== $* ($(date +%T))"; }
   fi
   if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     # memcheck over every test but the deliberate out-of-memory one (its refused allocations
-    # are reported as API errors); racecheck over this project's kernels (mangled names hold
-    # m3::kernels::cuda) in the batched decoder steps, the demo model (MSA, MoE, vision) and the
-    # vision kernel test. On the H100 of 2026-11-23 racecheck stopped at the first kernel with
-    # "Internal Sanitizer Error: failed to handle a hardware exception", whether it checked every
-    # kernel or only these (memcheck was clean on the same tests): still open.
+    # are reported as API errors). racecheck runs with no kernel filter: with --kernel-name or
+    # --kernel-name-exclude (any filter leaving cuBLAS's kernels uninstrumented) it stops with
+    # "Internal Sanitizer Error: failed to handle a hardware exception" at the first of this
+    # project's kernels after a cuBLAS GEMM (H100, driver 580.159.04, compute-sanitizer
+    # 2025.3.1, 2026-11-23; a race-free probe kernel, filtered or not, ran clean and a planted
+    # race was found). Unfiltered it runs, and the only hazards it reports are inside cuBLAS's
+    # sm90 GEMMs (nvjet_sm90_*: warp-specialized pipelines synchronized by mbarriers, which
+    # racecheck does not model); those are counted apart, any other hazard fails the step.
     step "compute-sanitizer memcheck (every test but the out-of-memory one)"
     timeout "${MEMCHECK_S:-150}" compute-sanitizer --tool memcheck --error-exitcode 9 \
       "$BUILD/bin/cuda_test" -tce='GPU memory exhaustion*' >"$OUT/memcheck.log" 2>&1
     echo "memcheck rc=$? (9: sanitizer errors, 124: time limit)"
     grep -E "ERROR SUMMARY|========= (Invalid|Error|Program hit)|test cases|assertions" \
       "$OUT/memcheck.log" | head -8
-    step "compute-sanitizer racecheck (m3 kernels: batched decoder steps, demo model, vision)"
-    timeout "${RACECHECK_S:-120}" compute-sanitizer --tool racecheck --error-exitcode 9 \
-      --kernel-name kns=7kernels4cuda "$BUILD/bin/cuda_test" \
-      -tc='GPU: two*,demo model*,vision segment*' >"$OUT/racecheck.log" 2>&1
-    echo "racecheck rc=$? (9: sanitizer errors, 124: time limit)"
-    grep -E "RACECHECK SUMMARY|ERROR SUMMARY|========= (Error|Race|Internal)|test cases|rror" \
-      "$OUT/racecheck.log" | head -8
+    step "compute-sanitizer racecheck, unfiltered (kernels, batched decoder steps, vision, MoE, demo model)"
+    timeout "${RACECHECK_S:-150}" compute-sanitizer --tool racecheck "$BUILD/bin/cuda_test" \
+      -tc='elementwise*,GPU: two*,vision segment*,MoE routing*,demo model*' >"$OUT/racecheck.log" 2>&1
+    rc=$?
+    ours=$(grep "Race reported between" "$OUT/racecheck.log" | grep -vc " access at nvjet_")
+    cublas=$(grep "Race reported between" "$OUT/racecheck.log" | grep -c " access at nvjet_")
+    internal=$(grep -c "Internal Sanitizer Error" "$OUT/racecheck.log")
+    grep -E "RACECHECK SUMMARY|test cases|Internal" "$OUT/racecheck.log" | head -4
+    verdict=clean
+    [ "$ours" -gt 0 ] || [ "$internal" -gt 0 ] && verdict=FAIL
+    grep -q "Status: SUCCESS" "$OUT/racecheck.log" || verdict=FAIL
+    echo "racecheck rc=$rc (124: time limit): hazards in this project's kernels $ours, in cuBLAS" \
+      "nvjet GEMMs $cublas (not ours), internal errors $internal: $verdict"
   else
     echo "compute-sanitizer: skipped (SANITIZE=${SANITIZE:-1}) or not found"
   fi

@@ -12,17 +12,25 @@
 // engine's teacher-forced logits on the prompt plus the reference's tokens, compared with the
 // reference's generate() logits of every step ("<case>.step_logits").
 // Exit 0 when every case's logits are within --tol and every greedy difference is a near-tie.
+// --perturb-embeddings EPS measures the reference's own sensitivity instead: the same numbers
+// for the model with its token-embedding table multiplied elementwise by (1 + EPS u), u uniform
+// in [-1, 1] from a fixed seed (EPS 1e-3 is below bf16's relative rounding of 2^-9), run in
+// float32 on --device (cpu: no GPU needed). Its logits error is how far any implementation
+// rounding the first hidden state that much lands from the reference.
 //
 // Usage: cuda_bf16_golden_compare MODEL_DIR CASES.safetensors [STEPS.safetensors]
-//          [--tol 2e-2] [--stop-at-eos] [--device cuda]
+//          [--tol 2e-2] [--stop-at-eos] [--device cuda] [--perturb-embeddings EPS]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "engine/generate.h"
 #include "engine/model_registry.h"
@@ -46,6 +54,7 @@ double RelL2(std::span<const float> a, std::span<const float> b) {
 struct Args {
   std::string model_dir, cases, steps, device = "cuda";
   double tol = 2e-2;
+  double perturb = 0;
   bool stop_at_eos = false;
 };
 
@@ -64,6 +73,8 @@ Args Parse(int argc, char** argv) {
       a.stop_at_eos = true;
     } else if (s == "--device") {
       a.device = value();
+    } else if (s == "--perturb-embeddings") {
+      a.perturb = std::stod(value());
     } else if (s.rfind("--", 0) == 0) {
       throw std::runtime_error("unknown option " + s);
     } else {
@@ -73,7 +84,7 @@ Args Parse(int argc, char** argv) {
   if (pos.size() < 2 || pos.size() > 3)
     throw std::runtime_error(
         "usage: cuda_bf16_golden_compare MODEL_DIR CASES.safetensors [STEPS.safetensors] "
-        "[--tol X] [--stop-at-eos] [--device D]");
+        "[--tol X] [--stop-at-eos] [--device D] [--perturb-embeddings EPS]");
   a.model_dir = pos[0];
   a.cases = pos[1];
   if (pos.size() == 3) a.steps = pos[2];
@@ -82,6 +93,50 @@ Args Parse(int argc, char** argv) {
 
 std::vector<float> Row(const std::vector<float>& m, int64_t row, int64_t vocab) {
   return {m.begin() + row * vocab, m.begin() + (row + 1) * vocab};
+}
+
+// A copy of MODEL_DIR whose token-embedding table (as float32) is multiplied by (1 + eps u).
+std::string PerturbedEmbeddings(const std::string& model_dir, double eps) {
+  namespace fs = std::filesystem;
+  const std::string dst = fs::temp_directory_path().string() + "/perturbed-" +
+                          fs::path(model_dir).parent_path().filename().string() + "-" +
+                          std::to_string(getpid());
+  fs::create_directories(dst);
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  int64_t perturbed = 0;
+  for (const auto& e : fs::directory_iterator(model_dir)) {
+    if (e.path().extension() != ".safetensors") {
+      fs::copy_file(e.path(), dst + "/" + e.path().filename().string());
+      continue;
+    }
+    SafetensorsFile f = SafetensorsFile::Open(e.path().string());
+    NamedTensors out;
+    for (const std::string& name : f.Names()) {
+      TensorView v = f.Get(name);
+      const bool embed = name.ends_with("embed_tokens.weight") &&
+                         (v.dtype == DType::kF32 || v.dtype == DType::kBF16);
+      HostTensor t(embed ? DType::kF32 : v.dtype, v.shape);
+      if (!embed) {
+        std::copy_n(v.data, v.nbytes, t.data());
+        out.emplace_back(name, std::move(t));
+        continue;
+      }
+      // A bf16 table becomes float32 so the perturbation is not rounded away.
+      const std::vector<float> src = ToFloat32(v, name);
+      auto x = t.as<float>();
+      for (size_t i = 0; i < src.size(); ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const double u = static_cast<double>(state >> 11) / 9007199254740992.0 * 2 - 1;
+        x[i] = static_cast<float>(src[i] * (1 + eps * u));
+      }
+      ++perturbed;
+      out.emplace_back(name, std::move(t));
+    }
+    WriteSafetensors(dst + "/" + e.path().filename().string(), out);
+  }
+  if (perturbed == 0)
+    throw std::runtime_error(model_dir + " has no float32 or bf16 embed_tokens.weight to perturb");
+  return dst;
 }
 
 int Run(const Args& a) {
@@ -101,8 +156,12 @@ int Run(const Args& a) {
   engine::SingleSequenceOptions chunked;
   chunked.page_size = 4;
   chunked.prefill_chunk = 5;
-  auto model = engine::LoadModel(a.model_dir, {}, dev);
-  auto model_chunked = engine::LoadModel(a.model_dir, chunked, dev);
+  const std::string dir = a.perturb > 0 ? PerturbedEmbeddings(a.model_dir, a.perturb) : a.model_dir;
+  if (a.perturb > 0)
+    std::printf("token embeddings perturbed by a relative %.1e (uniform), on %s\n", a.perturb,
+                a.device.c_str());
+  auto model = engine::LoadModel(dir, {}, dev);
+  auto model_chunked = engine::LoadModel(dir, chunked, dev);
   auto cpu = engine::LoadModel(a.model_dir);
   const int64_t vocab = model->vocab_size();
 
