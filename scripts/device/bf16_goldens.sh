@@ -8,7 +8,10 @@
 #     kernel built here and on the dev machine, the project's kernels with and without kernel
 #     filters, cuBLAS excluded), and synccheck / initcheck.
 # Carry: .dev/gpu-bundle.tar.xz (scripts/device/pack_gpu_bundle.sh: cuda_test),
-# .dev/h9 (cuda_bf16_golden_compare, racecheck_probe built here), .dev/shared (the golden tools).
+# .dev/h9 (built here: cuda_bf16_golden_compare from a -DM3_CUDA=ON -DM3_USE_BLAS=OFF build, stripped;
+# racecheck_probe and initcheck_probe by nvcc -std=c++17 -O3
+# -gencode arch=compute_90,code=[compute_90,sm_90] scripts/device/X.cu [-lcublas]),
+# .dev/shared (the golden tools, ../shared/tools).
 # Results: $OUT/summary.txt (appended as steps end), $OUT/logs.tgz, $OUT/goldens.tgz.
 # Usage (repo root): bash scripts/device/bf16_goldens.sh
 set -uo pipefail
@@ -77,6 +80,8 @@ lane_b() {
   san rc_elem_all 45 --tool racecheck --racecheck-report all "$T" -tc='elementwise*'
   san rc_two_all 50 --tool racecheck "$T" -tc='GPU: two*'
   san synccheck 40 --tool synccheck "$T" -tc='elementwise*,GPU: two*,vision segment*'
+  [ -x "$ROOT/.dev/h9/initcheck_probe" ] &&
+    san initcheck_probe 30 --tool initcheck "$ROOT/.dev/h9/initcheck_probe" 6
   san initcheck 40 --tool initcheck "$T" -tc='elementwise*,GPU: two*'
   # The probe built here, in case the dev machine's build is what the sanitizer trips on.
   if grep -q "Internal" "$L/san_probe_clean.log" 2>/dev/null; then
