@@ -1,7 +1,8 @@
 // Parity with the reference (HF MiniMaxM3VL image/video processors) on the golden sets:
 // every image of tests/data/m3-tiny (max_pixels 150528) and m3-alt (max_pixels 50176), and
 // the all-frames video of each, decoded from video_ffv1.mkv (m3-tiny) or taken from the raw
-// frames (m3-alt). Tolerances: max abs <= 0.02 (about one uint8 step), mean abs <= 1e-3.
+// frames (m3-alt), and portrait pictures (tests/data/portrait, exact). Tolerances elsewhere: max
+// abs <= 0.02 (about one uint8 step), mean abs <= 1e-3.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gateway/media/bicubic_resampler.h"
 #include "gateway/media/m3_vision_processor.h"
@@ -74,6 +77,49 @@ TEST_CASE("image parity with the reference processor: m3-tiny (max_pixels 150528
 
 TEST_CASE("image parity with the reference processor: m3-alt (max_pixels 50176)") {
   CheckImages("m3-alt", 50176);
+}
+
+// tests/data/portrait: the reference image processor (transformers 5.17 on the GPU machine, PIL
+// pictures as the chat goldens pass them; scripts/golden/chat_e2e_reference.py) on portrait
+// pictures and their landscape counterparts, and on chat-e2e's tall.png, at max_pixels 50176. It
+// holds the reference's resized uint8 picture (NAME.resized [H, W, 3]) and grid; the resize is
+// what portrait handling could get wrong, and normalizing + patchifying a resized picture is
+// pinned by the sets above, so ProcessImage must equal WriteFrame of the reference's picture
+// exactly.
+TEST_CASE("portrait and landscape pictures: exactly the reference's resize and grid") {
+  const auto golden = SafetensorsFile::Open(test::DataPath("portrait/reference.safetensors"));
+  const auto proc = std::make_shared<M3VisionProcessor>(M3VisionConfig{});
+  MediaPreprocessor pre(proc, MediaLimits{});
+  MediaOptions opts;
+  opts.max_pixels = 50176;
+  std::vector<std::pair<std::string, std::string>> pictures = {
+      {"tall", test::DataPath("chat-e2e/images/tall.png")}};
+  for (const auto& entry : std::filesystem::directory_iterator(test::DataPath("portrait/images")))
+    pictures.emplace_back(entry.path().stem().string(), entry.path().string());
+  int portrait = 0;
+  for (const auto& [name, path] : pictures) {
+    CAPTURE(name);
+    const PreprocessedMedia got = pre.ProcessImage(test::ReadFile(path), opts);
+    const auto grid = ToInt64(golden.Get(name + ".image_grid_thw"), "grid");
+    REQUIRE(grid.size() == 3);
+    CHECK(got.grid_thw[0] == grid[0]);
+    CHECK(got.grid_thw[1] == grid[1]);
+    CHECK(got.grid_thw[2] == grid[2]);
+    const TensorView resized = golden.Get(name + ".resized");
+    REQUIRE(resized.shape == Shape{grid[1] * 14, grid[2] * 14, 3});
+    const int64_t h = resized.shape[0], w = resized.shape[1];
+    portrait += h > w;
+    ImageBuffer picture;
+    picture.Allocate(w, h, ChannelOrder::kRGB);
+    for (int64_t y = 0; y < h; ++y) std::memcpy(picture.row(y), resized.data + y * w * 3, w * 3);
+    const PatchLayout layout = proc->Layout(1, h, w);
+    HostTensor want(DType::kF32, {layout.rows, layout.patch_dim});
+    proc->WriteFrame(picture, 0, 1, want.as<float>().data());
+    REQUIRE(got.pixel_values.shape() == want.shape());
+    CHECK(std::memcmp(got.pixel_values.data(), want.data(), want.nbytes()) == 0);
+  }
+  CHECK(pictures.size() == 7);
+  CHECK(portrait == 4);
 }
 
 TEST_CASE("video_ffv1.mkv decodes to exactly video_frames.safetensors and matches the golden") {
