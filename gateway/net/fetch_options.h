@@ -21,6 +21,12 @@ struct FetchOptions {
   bool use_system_cas = true;                 // verify servers against the system CA store
   std::string extra_ca_file;                  // PEM CA bundle trusted in addition
   std::string user_agent = "m3serve-media-fetcher/1";
+  // The process's fetches share one io_context (see FetchContext): its threads, the DNS
+  // resolver's threads and queue, and the fetches allowed in flight at once.
+  int network_threads = 2;
+  int resolver_threads = 4;
+  int resolver_queue_limit = 64;
+  int max_inflight_fetches = 256;
 };
 
 }  // namespace m3::net

@@ -25,11 +25,16 @@ std::string Shorten(std::string_view s) {
 
 }  // namespace
 
-MediaFetcher::MediaFetcher(const FetchOptions& options)
+MediaFetcher::MediaFetcher(const FetchOptions& options, std::shared_ptr<FetchContext> context)
     : options_(options),
       guard_(MakeGuard(options)),
       local_(options.local_media_dirs),
-      http_(options, guard_) {}
+      http_(options, guard_, std::move(context)) {}
+
+bool MediaFetcher::IsRemote(std::string_view ref) {
+  const std::string scheme = UrlScheme(ref);
+  return scheme == "http" || scheme == "https";
+}
 
 int64_t MediaFetcher::LimitFor(MediaKind kind, const ByteBudget* budget) const {
   int64_t limit = kind == MediaKind::kImage ? options_.max_image_bytes : options_.max_video_bytes;
@@ -101,6 +106,42 @@ FetchedMedia MediaFetcher::Fetch(
                   : "unsupported media URL scheme '" + scheme + "'");
 }
 
+void MediaFetcher::FetchAsync(std::string ref, MediaKind expected,
+                              std::shared_ptr<SharedByteBudget> budget,
+                              std::optional<std::chrono::steady_clock::time_point> deadline,
+                              FetchDone done) const {
+  const int64_t kind_limit =
+      expected == MediaKind::kImage ? options_.max_image_bytes : options_.max_video_bytes;
+  if (!IsRemote(ref)) {
+    FetchedMedia media;
+    try {
+      ByteBudget local(budget ? std::min(budget->remaining(), kind_limit) : kind_limit);
+      media = Fetch(ref, expected, &local, deadline);
+      if (budget) {
+        budget->Charge(static_cast<int64_t>(media.bytes.size()),
+                       media.source + " (" + std::to_string(media.bytes.size()) + " bytes)");
+      }
+    } catch (...) {
+      return done(std::current_exception(), {});
+    }
+    return done(nullptr, std::move(media));
+  }
+  const int64_t limit = budget ? std::min(kind_limit, budget->total()) : kind_limit;
+  std::string source = Shorten(ref);
+  http_.GetAsync(std::move(ref), limit, deadline, std::move(budget),
+                 [expected, source = std::move(source), done = std::move(done)](
+                     std::exception_ptr error, std::string body) {
+                   if (error) return done(error, {});
+                   FetchedMedia media;
+                   try {
+                     media = VerifyBytes(std::move(body), expected, source);
+                   } catch (...) {
+                     return done(std::current_exception(), {});
+                   }
+                   done(nullptr, std::move(media));
+                 });
+}
+
 FetchedMedia MediaFetcher::FromBytes(std::string bytes, MediaKind expected, ByteBudget* budget,
                                      std::string source) const {
   int64_t limit = LimitFor(expected, budget);
@@ -113,6 +154,12 @@ FetchedMedia MediaFetcher::FromBytes(std::string bytes, MediaKind expected, Byte
 
 FetchedMedia MediaFetcher::Verify(std::string bytes, MediaKind expected, ByteBudget* budget,
                                   std::string source) const {
+  FetchedMedia media = VerifyBytes(std::move(bytes), expected, std::move(source));
+  if (budget) budget->Consume(static_cast<int64_t>(media.bytes.size()));
+  return media;
+}
+
+FetchedMedia MediaFetcher::VerifyBytes(std::string bytes, MediaKind expected, std::string source) {
   if (bytes.empty())
     throw Error(ErrorCode::kInvalidArgument, "media from " + source + " is empty (0 bytes)");
   SniffedFormat format = SniffMediaFormat(bytes);
@@ -126,7 +173,6 @@ FetchedMedia MediaFetcher::Verify(std::string bytes, MediaKind expected, ByteBud
                 "expected " + std::string(MediaKindName(expected)) + " but " + source + " is " +
                     (is_image ? "an image (" : "a video (") + std::string(format.name) + ")");
   }
-  if (budget) budget->Consume(static_cast<int64_t>(bytes.size()));
   return {std::move(bytes), format, std::move(source)};
 }
 

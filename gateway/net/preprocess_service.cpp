@@ -106,6 +106,7 @@ std::vector<FetchedMedia> PreprocessService::FetchAll(PreprocessRequest& request
                                                       Clock::time_point deadline,
                                                       MemoryBudget::Reservation* held) const {
   ByteBudget budget(fetcher_->options().max_request_bytes);
+  RequestCharges charges(held);
   std::vector<FetchedMedia> fetched;
   fetched.reserve(request.items.size());
   for (auto& ref : request.items) {
@@ -121,11 +122,7 @@ std::vector<FetchedMedia> PreprocessService::FetchAll(PreprocessRequest& request
                     : fetcher_->Fetch(ref.url, ref.kind, &budget, deadline);
       if (ref.bytes) ref.bytes->clear();
       if (UrlScheme(ref.url) == "data") std::string().swap(ref.url);  // decoded: drop the text
-      if (held && !held->TryGrow(static_cast<int64_t>(item.bytes.size()))) {
-        throw Error(ErrorCode::kResourceExhausted,
-                    "the server is busy: media in flight would exceed its memory budget of " +
-                        std::to_string(memory_ ? memory_->limit() : 0) + " bytes; retry later");
-      }
+      ChargeFetched(charges, static_cast<int64_t>(item.bytes.size()));
       fetched.push_back(std::move(item));
     } catch (const ParamError&) {
       throw;
@@ -136,49 +133,66 @@ std::vector<FetchedMedia> PreprocessService::FetchAll(PreprocessRequest& request
   return fetched;
 }
 
-PreprocessResult PreprocessService::Process(const PreprocessRequest& request,
-                                            std::vector<FetchedMedia> fetched,
-                                            MemoryBudget::Reservation* held) const {
-  Require(fetched.size() == request.items.size(), ErrorCode::kInternal,
-          "preprocess: fetched items do not match the request");
-  int64_t pixels = 0, bytes = 0;
+void PreprocessService::ChargeFetched(RequestCharges& charges, int64_t bytes) const {
+  std::lock_guard lock(charges.mu);
+  if (charges.held && !charges.held->TryGrow(bytes)) {
+    throw Error(ErrorCode::kResourceExhausted,
+                "the server is busy: media in flight would exceed its memory budget of " +
+                    std::to_string(memory_ ? memory_->limit() : 0) + " bytes; retry later");
+  }
+}
+
+media::PreprocessedMedia PreprocessService::ProcessItem(const MediaRef& ref,
+                                                        const media::MediaOptions& options,
+                                                        std::string& bytes,
+                                                        RequestCharges& charges) const {
   const media::OutputCheck check = [&](int64_t item_pixels, int64_t item_bytes) {
-    pixels += item_pixels;
-    bytes += item_bytes;
-    if (pixels > limits_.max_pixels) {
+    std::lock_guard lock(charges.mu);
+    charges.pixels += item_pixels;
+    charges.bytes += item_bytes;
+    if (charges.pixels > limits_.max_pixels) {
       throw Error(ErrorCode::kTooLarge,
-                  "the request's media resize to " + std::to_string(pixels) +
+                  "the request's media resize to " + std::to_string(charges.pixels) +
                       " pixels, over this server's limit of " + std::to_string(limits_.max_pixels) +
                       " per request (lower max_pixels or max_frames, or send fewer items)");
     }
-    if (bytes > limits_.max_output_bytes) {
+    if (charges.bytes > limits_.max_output_bytes) {
       throw Error(ErrorCode::kTooLarge,
-                  "the request's output tensors would take " + std::to_string(bytes) +
+                  "the request's output tensors would take " + std::to_string(charges.bytes) +
                       " bytes, over this server's limit of " +
                       std::to_string(limits_.max_output_bytes) +
                       " (lower max_pixels or max_frames, or send fewer items)");
     }
     // The item's tensor, its concatenated copy and the encoded response can coexist.
-    if (held && !held->TryGrow(2 * item_bytes)) {
+    if (charges.held && !charges.held->TryGrow(2 * item_bytes)) {
       throw Error(ErrorCode::kResourceExhausted,
                   "the server is busy: outputs in flight would exceed its memory budget of " +
                       std::to_string(memory_ ? memory_->limit() : 0) + " bytes; retry later");
     }
   };
+  try {
+    media::PreprocessedMedia item = ref.kind == MediaKind::kImage
+                                        ? preprocessor_->ProcessImage(bytes, options, check)
+                                        : preprocessor_->ProcessVideo(bytes, options, check);
+    std::string().swap(bytes);
+    return item;
+  } catch (const ParamError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ParamError(e.code(), ref.param + ": " + e.what(), ref.param);
+  }
+}
+
+PreprocessResult PreprocessService::Process(const PreprocessRequest& request,
+                                            std::vector<FetchedMedia> fetched,
+                                            MemoryBudget::Reservation* held) const {
+  Require(fetched.size() == request.items.size(), ErrorCode::kInternal,
+          "preprocess: fetched items do not match the request");
+  RequestCharges charges(held);
   std::vector<media::PreprocessedMedia> items;
   items.reserve(request.items.size());
   for (size_t i = 0; i < request.items.size(); ++i) {
-    const MediaRef& ref = request.items[i];
-    try {
-      items.push_back(ref.kind == MediaKind::kImage
-                          ? preprocessor_->ProcessImage(fetched[i].bytes, request.options, check)
-                          : preprocessor_->ProcessVideo(fetched[i].bytes, request.options, check));
-      std::string().swap(fetched[i].bytes);
-    } catch (const ParamError&) {
-      throw;
-    } catch (const Error& e) {
-      throw ParamError(e.code(), ref.param + ": " + e.what(), ref.param);
-    }
+    items.push_back(ProcessItem(request.items[i], request.options, fetched[i].bytes, charges));
   }
   return GatherResults(std::move(items));
 }

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,17 @@ struct PreprocessResult {
   // video_timestamps (videos); only the names of kinds present.
   NamedTensors tensors;
   nlohmann::json item_metadata;  // [{index, kind, grid_thw, placeholder_tokens, ...}]
+};
+
+// What one request has taken so far: its output pixels and bytes (against PreprocessLimits)
+// and its memory reservation. A request's items may be charged from several threads at once;
+// `mu` guards all of it, the reservation included.
+struct RequestCharges {
+  explicit RequestCharges(MemoryBudget::Reservation* held) : held(held) {}
+  std::mutex mu;
+  MemoryBudget::Reservation* held;  // may be null
+  int64_t pixels = 0;
+  int64_t bytes = 0;
 };
 
 class PreprocessService {
@@ -53,6 +65,13 @@ class PreprocessService {
   // before they are allocated.
   PreprocessResult Process(const PreprocessRequest& request, std::vector<FetchedMedia> fetched,
                            MemoryBudget::Reservation* held) const;
+  // One item of Process: decodes `bytes` (released once decoded) with the request's
+  // options, charging its outputs to `charges`. Errors are ParamErrors naming `ref.param`.
+  media::PreprocessedMedia ProcessItem(const MediaRef& ref, const media::MediaOptions& options,
+                                       std::string& bytes, RequestCharges& charges) const;
+  // Charges fetched bytes to the request's reservation: kResourceExhausted when the memory
+  // budget has no room.
+  void ChargeFetched(RequestCharges& charges, int64_t bytes) const;
   // All three stages on the calling thread, under the configured request deadline.
   PreprocessResult Run(PreprocessRequest request) const;
 

@@ -36,7 +36,7 @@ bool WorkerPool::FullLocked() const {
   // Jobs that idle workers are about to take do not wait; only the rest count against the
   // limit (a queued job may not have been picked up yet even though a worker is free).
   int64_t free_workers = static_cast<int64_t>(threads_.size()) - running_;
-  int64_t waiting_after = static_cast<int64_t>(queue_.size()) + 1 - free_workers;
+  int64_t waiting_after = static_cast<int64_t>(queue_.size()) + slots_ + 1 - free_workers;
   return waiting_after > static_cast<int64_t>(queue_limit_);
 }
 
@@ -49,6 +49,28 @@ bool WorkerPool::TrySubmit(std::function<void()> job) {
   {
     std::lock_guard lock(mu_);
     if (FullLocked()) return false;
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+bool WorkerPool::TryReserveSlot() {
+  std::lock_guard lock(mu_);
+  if (FullLocked()) return false;
+  ++slots_;
+  return true;
+}
+
+void WorkerPool::ReleaseSlot() {
+  std::lock_guard lock(mu_);
+  if (slots_ > 0) --slots_;
+}
+
+bool WorkerPool::Submit(std::function<void()> job) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
     queue_.push_back(std::move(job));
   }
   cv_.notify_one();

@@ -28,6 +28,14 @@ class WorkerPool {
   // False when the queue is full or the pool is shutting down. Jobs must not throw (an
   // escaping exception is logged and dropped so one bad job never takes a worker down).
   bool TrySubmit(std::function<void()> job);
+  // A place in the queue for work that will come in pieces later (a request whose media are
+  // still being fetched): it counts as one waiting job until ReleaseSlot, so admission stays
+  // bounded by the queue limit without holding a thread. False when the queue is full.
+  bool TryReserveSlot();
+  void ReleaseSlot();
+  // Queues past the limit (false only when shutting down): the pieces of work that holds a
+  // slot (the media items of an admitted request, bounded by the request's item limit).
+  bool Submit(std::function<void()> job);
   // Stops accepting, finishes queued and running jobs, joins the threads. Idempotent.
   void Shutdown();
 
@@ -45,6 +53,7 @@ class WorkerPool {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   int64_t running_ = 0;
+  int64_t slots_ = 0;  // reserved by TryReserveSlot
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };
