@@ -5,9 +5,15 @@
 // runs out of descriptors, and charges request bodies to a shared MemoryBudget as they arrive
 // (429 when it is spent). A header check runs before any body byte is read, so requests that
 // will be refused (unknown route, full queue) never cost a body. Handlers must return quickly;
-// they answer through a Responder, which may be called later from any thread (e.g. a worker
-// pool), so slow work never blocks the network threads. Responses are whole messages today;
-// a streaming Responder (SSE) fits beside this one without changing the framing code.
+// they answer through an HttpExchange (http_exchange.h), which may be used later from any
+// thread (e.g. a worker pool or gRPC threads), so slow work never blocks the network threads.
+// An answer is one whole response or a stream (chunked transfer encoding, e.g. server-sent
+// events) whose writes queue up to a bound per connection; a client too slow for that bound is
+// disconnected. While a handler works the session keeps reading, so a client that leaves is
+// noticed at once (OnDisconnect) and bytes it pipelines are kept for its next request. The
+// older Responder handlers (one whole response) run through an adapter over the exchange.
+// Sessions own what they touch (the io_context included), so an exchange or Responder used or
+// released after the server is stopped or destroyed is a harmless no-op.
 #pragma once
 
 #include <atomic>
@@ -25,13 +31,12 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/http.hpp>
 
+#include "gateway/net/http_exchange.h"
 #include "gateway/net/http_request_parser.h"
 #include "gateway/net/memory_budget.h"
 
 namespace m3::net {
 
-using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
-using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
 // Call exactly once; later calls are ignored. Thread-safe.
 using Responder = std::function<void(HttpResponse)>;
 using HttpHandler = std::function<void(HttpRequest&& request, Responder respond)>;
@@ -51,9 +56,15 @@ struct HttpServerOptions {
   // Bytes charged to `memory` per body byte: the body itself plus what the handler makes of
   // it while it works (a JSON parser holds about two more copies of a large string value).
   int body_charge_factor = 1;
-  std::chrono::milliseconds read_timeout{30000};  // one whole request, header and body
-  std::chrono::milliseconds idle_timeout{60000};  // keep-alive wait for the next request
-  std::chrono::milliseconds write_timeout{60000};
+  std::chrono::milliseconds read_timeout{30000};   // one whole request, header and body
+  std::chrono::milliseconds idle_timeout{60000};   // keep-alive wait for the next request
+  std::chrono::milliseconds write_timeout{60000};  // each write (a whole response, a chunk batch)
+  // Bytes of a stream queued but not yet written to the socket; a Write that would pass it
+  // closes the connection (the client is not reading fast enough) and returns false.
+  uint64_t stream_queue_bytes = 4ull << 20;
+  // Bytes a client may pipeline while its previous request is being answered; beyond this
+  // the session stops reading until the answer is done (and notices a disconnect only then).
+  uint64_t pipeline_bytes = 64ull << 10;
 };
 
 // A JSON response with the given status (Content-Type application/json).
@@ -61,6 +72,8 @@ HttpResponse JsonResponse(int status, const std::string& body);
 
 class HttpServer {
  public:
+  HttpServer(HttpServerOptions options, ExchangeHandler handler, HttpHeaderCheck header_check = {});
+  // A handler answering with one whole response through a Responder (adapted to an exchange).
   HttpServer(HttpServerOptions options, HttpHandler handler, HttpHeaderCheck header_check = {});
   ~HttpServer();  // Stop({})
 
@@ -69,30 +82,27 @@ class HttpServer {
   uint16_t port() const { return port_; }
   // Stops accepting connections; running requests continue.
   void StopAccepting();
-  // Waits up to `grace` for requests in flight to be answered, then closes everything.
+  // Waits up to `grace` for requests in flight (streams included) to be answered to the end,
+  // then closes every connection (running handlers see a disconnect) and stops the threads.
+  // Exchanges used after this are no-ops.
   void Stop(std::chrono::milliseconds grace);
-  int64_t in_flight() const { return shared_->in_flight.load(); }
-  int64_t connections() const { return shared_->connections.load(); }
+  // Requests dispatched whose response has not been fully written.
+  int64_t in_flight() const;
+  int64_t connections() const;
 
-  struct Shared {
-    std::atomic<int64_t> in_flight{0};
-    std::atomic<int64_t> connections{0};
-  };
+  // What sessions share with the server and keep alive after it is gone (defined in the .cpp).
+  struct Core;
 
  private:
   void Accept();
   void OnAcceptError(const boost::system::error_code& ec);
 
-  HttpServerOptions options_;
-  HttpHandler handler_;
-  HttpHeaderCheck header_check_;
-  boost::asio::io_context ioc_;
+  std::shared_ptr<Core> core_;  // first: the acceptor below runs on its io_context
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_backoff_;
   std::chrono::milliseconds backoff_{0};
   std::chrono::steady_clock::time_point last_accept_log_{};
   int64_t accept_errors_unlogged_ = 0;
-  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   std::vector<std::thread> threads_;
   uint16_t port_ = 0;
   bool stopped_ = false;
