@@ -1,7 +1,6 @@
 // The chat-e2e model directory (bf16 weights, exactly as transformers 5.17 saves it) in the
 // engine: it loads, and the text conversation's prompt ids give the reference's greedy
-// completion. (The image conversations need the gateway's preprocessing: tests/e2e, which says
-// why two of them wait for regenerated goldens.)
+// completion. (The image conversations need the gateway's preprocessing: tests/e2e.)
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
