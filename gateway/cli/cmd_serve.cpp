@@ -26,7 +26,6 @@
 #include <CLI/CLI.hpp>
 
 #include "gateway/api/api_server.h"
-#include "gateway/api/responder_exchange.h"
 #include "gateway/api/serving_context.h"
 #include "gateway/cli/command.h"
 #include "gateway/cli/fetch_flags.h"
@@ -151,8 +150,7 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   auto ctx =
       std::make_shared<const api::ServingContext>(options, router, service, preprocessor, pools);
   auto api_server = std::make_shared<api::ApiServer>(ctx);
-  net::HttpServer http(http_options, api::AdaptExchangeHandler(api_server->Handler()),
-                       api_server->HeaderCheck());
+  net::HttpServer http(http_options, api_server->Handler(), api_server->HeaderCheck());
   http.Start();
   std::printf("m3-gateway serve: http=%s:%u model=%s engines=%zu healthy=%zu routing=%s\n",
               a.host.c_str(), http.port(), ctx->model_name().c_str(), a.engines.size(), healthy,

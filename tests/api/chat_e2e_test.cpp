@@ -106,18 +106,8 @@ void CheckReferenceCases(const std::set<std::string>& names) {
   CHECK(gateway.Terminate() == 0);  // SIGTERM: graceful, exit 0
 }
 
-TEST_CASE("chat-e2e reference over HTTP: text and one image, data URIs and http URLs") {
-  CheckReferenceCases({"text", "image"});
-}
-
-// The two cases with the portrait picture (images/tall.png) diverge from chat_cases.json at
-// completion token 3 (two_images) and 5 (multi_turn) although their prompt ids match: the
-// golden generator's model.to(bf16) left the reference's text RoPE frequencies bf16-rounded
-// (see scripts/golden/chat_e2e_reference.py, which writes corrected references), so these two
-// goldens are not what the float32 model computes. Skipped until the corrected chat_cases.json
-// lands in tests/data (run with --no-skip).
-TEST_CASE("chat-e2e reference over HTTP: the portrait-image cases" * doctest::skip()) {
-  CheckReferenceCases({"two_images", "multi_turn"});
+TEST_CASE("chat-e2e reference over HTTP: every case, data URIs and http URLs") {
+  CheckReferenceCases({"text", "image", "two_images", "multi_turn"});
 }
 
 TEST_CASE("demo model over HTTP: each sample picture gets the reference's answer") {

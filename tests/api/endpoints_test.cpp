@@ -1,10 +1,12 @@
 // Every endpoint of `m3-gateway serve` besides chat's reference check: /v1/models, /tokenize
 // (text and chat with an image: the count a chat completion reports) and /detokenize,
 // /v1/completions whole and streamed, /health, /ready (503 with no engine), /metrics after
-// traffic, /v1/preprocess, and the CLI's refusals at start.
+// traffic, /v1/preprocess, the CLI's refusals at start, and 429 when the server is saturated.
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "tests/api/api_client.h"
@@ -144,6 +146,53 @@ TEST_CASE("serve refuses bad set-ups at start with a message") {
                   demo.address()});
   CHECK(r.exit_code != 0);
   CHECK(r.err.find(demo.address()) != std::string::npos);
+}
+
+}  // namespace
+}  // namespace m3::test
+
+namespace m3::test {
+namespace {
+
+TEST_CASE("a saturated server answers 429 with Retry-After while it streams") {
+  EngineProcess engine("chat-e2e/model");
+  GatewayProcess gateway({"serve", "--model", DataPath("chat-e2e/model"), "--port", "0", "--engine",
+                          engine.address(), "--max-concurrent-requests", "1"});
+  const uint16_t port = gateway.http_port();
+  const Json long_body = {{"messages", {{{"role", "user"}, {"content", "Go on"}}}},
+                          {"max_tokens", 400},
+                          {"ignore_eos", true},
+                          {"stream", true}};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool streaming = false;
+  ApiReply stream;
+  std::thread client([&] {
+    stream = ApiCall(port, "POST", "/v1/chat/completions", long_body.dump(),
+                     {{"Content-Type", "application/json"}}, 60000, [&](std::string_view) {
+                       std::lock_guard<std::mutex> lock(mu);
+                       streaming = true;
+                       cv.notify_all();
+                     });
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    CHECK(cv.wait_for(lock, std::chrono::seconds(30), [&] { return streaming; }));
+  }
+  const ApiReply busy =
+      PostJson(port, "/v1/chat/completions",
+               {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 2}});
+  CHECK(busy.status == 429);
+  CHECK(busy.headers.count("retry-after"));
+  CHECK(Json::parse(busy.body)["error"]["type"] == "rate_limit_error");
+  client.join();
+  CHECK(stream.status == 200);
+  CHECK(ReadSse(stream.body).done);
+  // Admitted again once the stream is done.
+  const ApiReply ok =
+      PostJson(port, "/v1/chat/completions",
+               {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 2}});
+  CHECK_MESSAGE(ok.status == 200, ok.body);
 }
 
 }  // namespace
