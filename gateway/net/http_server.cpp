@@ -103,6 +103,10 @@ class Session : public std::enable_shared_from_this<Session> {
         strand_(socket_.get_executor()),
         read_timer_(strand_),
         write_timer_(strand_) {
+    // Every write is a whole response or a batch of stream chunks, so holding small segments
+    // back to coalesce them (Nagle) only adds a delayed-ACK wait (~40 ms) to each SSE event.
+    beast::error_code ignored;
+    socket_.set_option(tcp::no_delay(true), ignored);
     core_->connections.fetch_add(1);
   }
   ~Session() {
