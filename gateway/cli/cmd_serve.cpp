@@ -267,6 +267,8 @@ int RunServe(int argc, char** argv) {
             "serve needs --model DIR (or --preprocess-only)");
     Require(!a.engines.empty(), ErrorCode::kInvalidArgument,
             "serve needs at least one --engine HOST:PORT (or --preprocess-only)");
+    Require(a.grpc_port < 0, ErrorCode::kInvalidArgument,
+            "--grpc-port (the gRPC Preprocess service) is served with --preprocess-only only");
   } else {
     Require(a.engines.empty(), ErrorCode::kInvalidArgument,
             "--engine has no use with --preprocess-only");
