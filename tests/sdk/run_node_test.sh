@@ -11,6 +11,12 @@ if [ ! -x "$NODE" ]; then
   echo "SKIP: node is not installed (bash scripts/install-deps.sh installs nodejs and npm)"
   exit 77
 fi
+# npm trusts only node's bundled roots unless told otherwise; the system store is where a machine
+# behind a TLS-inspecting proxy keeps that proxy's CA (ca-certificates is installed).
+if [ -z "${npm_config_cafile:-}" ] && [ -z "${NODE_EXTRA_CA_CERTS:-}" ] &&
+  [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  export npm_config_cafile=/etc/ssl/certs/ca-certificates.crt
+fi
 mkdir -p "$WORK"
 # The scripts run from the work directory so that `import 'openai'` finds its node_modules.
 cp "$SRC"/*.mjs "$WORK"/
