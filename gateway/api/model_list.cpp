@@ -29,7 +29,7 @@ std::string Dump(const nlohmann::ordered_json& j) {
 
 void HandleModelList(const ServingContext& ctx, net::HttpExchange& exchange) {
   const nlohmann::ordered_json list = {{"object", "list"},
-                                              {"data", nlohmann::ordered_json::array({ModelObject(ctx)})}};
+                                       {"data", nlohmann::ordered_json::array({ModelObject(ctx)})}};
   exchange.Respond(net::JsonResponse(200, Dump(list)));
 }
 

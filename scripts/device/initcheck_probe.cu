@@ -41,10 +41,9 @@ int main(int argc, char** argv) {
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return std::printf("cublasCreate failed\n"), 1;
   const float one = 1, zero = 0;
   // y[rows, out] = x[rows, in] . w[out, in]^T, row-major, as column-major y^T = w . x^T.
-  const cublasStatus_t st =
-      cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &one, w, CUDA_R_16BF, in, x,
-                   CUDA_R_16BF, in, &zero, y, CUDA_R_16BF, out, CUBLAS_COMPUTE_32F,
-                   CUBLAS_GEMM_DEFAULT);
+  const cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &one, w,
+                                         CUDA_R_16BF, in, x, CUDA_R_16BF, in, &zero, y, CUDA_R_16BF,
+                                         out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) return std::printf("cublasGemmEx failed: %d\n", st), 1;
   ReadAll<<<4, 128>>>(y, rows * out, sum);
   float hs = 0;
