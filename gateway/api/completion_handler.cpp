@@ -46,18 +46,7 @@ void Run(const ServingContext& ctx, const std::string& body,
 
 void HandleCompletion(const ServingContext& ctx, net::HttpRequest&& request,
                       std::shared_ptr<net::HttpExchange> exchange, Clock::time_point arrival) {
-  if (!ctx.TryAdmit()) {
-    return exchange->Respond(ErrorResponse(
-        429, "the server has too many requests in flight; retry later", "too_many_requests"));
-  }
-  std::shared_ptr<void> admission(nullptr, [&ctx](void*) { ctx.Release(); });
-  auto body = std::make_shared<std::string>(std::move(request.body()));
-  const size_t size = body->size();
-  if (!ctx.Dispatch(size, [&ctx, body, exchange, arrival, admission] {
-        Run(ctx, *body, exchange, arrival, admission);
-      })) {
-    exchange->Respond(ErrorResponse(429, "the request queue is full; retry later", "queue_full"));
-  }
+  AdmitAndDispatch(ctx, std::move(request), std::move(exchange), arrival, &Run);
 }
 
 }  // namespace m3::api

@@ -1,14 +1,33 @@
-// Prompt ids + media -> engine request -> session on the exchange (see generation_launch.h).
+// Admission and dispatch; prompt ids + media -> engine request -> session on the exchange
+// (see generation_launch.h).
 #include "gateway/api/generation_launch.h"
 
 #include <utility>
 
+#include "gateway/api/error_response.h"
 #include "gateway/api/exchange_sink.h"
 #include "gateway/api/timed_formatter.h"
 #include "gateway/engine_client/engine_request.h"
 #include "gateway/engine_client/generation_session.h"
 
 namespace m3::api {
+
+void AdmitAndDispatch(const ServingContext& ctx, net::HttpRequest&& request,
+                      std::shared_ptr<net::HttpExchange> exchange,
+                      std::chrono::steady_clock::time_point arrival, GenerationRun run) {
+  if (!ctx.TryAdmit()) {
+    return exchange->Respond(ErrorResponse(
+        429, "the server has too many requests in flight; retry later", "too_many_requests"));
+  }
+  std::shared_ptr<void> admission(nullptr, [&ctx](void*) { ctx.Release(); });
+  auto body = std::make_shared<std::string>(std::move(request.body()));
+  const size_t size = body->size();
+  if (!ctx.Dispatch(size, [&ctx, body, exchange, arrival, admission, run] {
+        run(ctx, *body, exchange, arrival, admission);
+      })) {
+    exchange->Respond(ErrorResponse(429, "the request queue is full; retry later", "queue_full"));
+  }
+}
 
 void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchange> exchange,
                       GenerationJob job) {

@@ -1,7 +1,8 @@
-// The last step of a chat or text completion request, shared by both handlers: the completion
-// budget resolved against the context, the GenerateRequest built for the engine (pixels in the
-// dtype the engine prefers), and a GenerationSession started that answers through the exchange
-// (client disconnect cancels it).
+// The first and last steps of a chat or text completion request, shared by both handlers:
+// admission and dispatch to the worker pool; then the completion budget resolved against the
+// context, the GenerateRequest built for the engine (pixels in the dtype the engine prefers),
+// and a GenerationSession started that answers through the exchange (client disconnect cancels
+// it).
 #pragma once
 
 #include <chrono>
@@ -27,6 +28,17 @@ struct GenerationJob {
   std::chrono::steady_clock::time_point arrival;
   std::shared_ptr<void> admission;  // released when the response is done
 };
+
+// The first step of a chat or text completion request: admission (429 when too many are in
+// flight) and the body handed to the worker pool (429 when its queue is full). `run` then works
+// on the body there, holding the admission until the response is done.
+using GenerationRun = void (*)(const ServingContext& ctx, const std::string& body,
+                               const std::shared_ptr<net::HttpExchange>& exchange,
+                               std::chrono::steady_clock::time_point arrival,
+                               std::shared_ptr<void> admission);
+void AdmitAndDispatch(const ServingContext& ctx, net::HttpRequest&& request,
+                      std::shared_ptr<net::HttpExchange> exchange,
+                      std::chrono::steady_clock::time_point arrival, GenerationRun run);
 
 // Throws RequestError (context length, 503 when no engine is healthy) before anything is sent.
 void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchange> exchange,
