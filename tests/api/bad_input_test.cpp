@@ -42,7 +42,7 @@ void CheckError(const ApiReply& r, int status, const std::string& what) {
 
 TEST_CASE("bad input over HTTP: right status, OpenAI error body, server stays up") {
   const std::string folder = DataPath("chat-e2e");
-  EngineProcess engine("chat-e2e/model");
+  ServerProcess engine("chat-e2e/model");
   LoopbackOrigin origin([&](const std::string& path) {
     ScriptedReply reply;
     if (path == "/text.png") {

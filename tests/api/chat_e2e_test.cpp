@@ -65,7 +65,7 @@ std::string StripLeadingNewlines(std::string s) {
 // http URLs, streamed and not.
 void CheckReferenceCases(const std::set<std::string>& names) {
   const std::string folder = DataPath("chat-e2e");
-  EngineProcess engine("chat-e2e/model");
+  ServerProcess engine("chat-e2e/model");
   LoopbackOrigin origin([&](const std::string& path) {
     ScriptedReply reply;
     reply.headers = {{"Content-Type", "image/png"}};
@@ -111,7 +111,7 @@ TEST_CASE("chat-e2e reference over HTTP: every case, data URIs and http URLs") {
 }
 
 TEST_CASE("demo model over HTTP: each sample picture gets the reference's answer") {
-  EngineProcess engine("demo-model/model");
+  ServerProcess engine("demo-model/model");
   GatewayProcess gateway({"serve", "--model", DataPath("demo-model/model"), "--port", "0",
                           "--engine", engine.address()});
   const Json eval = Json::parse(ReadFile(DataPath("demo-model/eval.json")));

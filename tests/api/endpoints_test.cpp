@@ -21,7 +21,7 @@ using Json = nlohmann::json;
 
 TEST_CASE("endpoints: models, tokenize, detokenize, completions, health, ready, metrics") {
   const std::string folder = DataPath("chat-e2e");
-  EngineProcess engine("chat-e2e/model");
+  ServerProcess engine("chat-e2e/model");
   GatewayProcess gateway({"serve", "--model", folder + "/model", "--port", "0", "--engine",
                           engine.address(), "--served-model-name", "chat-e2e"});
   const uint16_t port = gateway.http_port();
@@ -141,7 +141,7 @@ TEST_CASE("serve refuses bad set-ups at start with a message") {
   CHECK(r.exit_code != 0);
   CHECK(r.err.find("--model") != std::string::npos);
   // An engine of another model is named and refused.
-  EngineProcess demo("demo-model/model");
+  ServerProcess demo("demo-model/model");
   r = RunProcess({BinPath("m3-gateway"), "serve", "--model", model, "--port", "0", "--engine",
                   demo.address()});
   CHECK(r.exit_code != 0);
@@ -155,7 +155,7 @@ namespace m3::test {
 namespace {
 
 TEST_CASE("a saturated server answers 429 with Retry-After while it streams") {
-  EngineProcess engine("chat-e2e/model");
+  ServerProcess engine("chat-e2e/model");
   GatewayProcess gateway({"serve", "--model", DataPath("chat-e2e/model"), "--port", "0", "--engine",
                           engine.address(), "--max-concurrent-requests", "1"});
   const uint16_t port = gateway.http_port();

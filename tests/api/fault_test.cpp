@@ -38,8 +38,8 @@ bool WaitForState(uint16_t port, const std::string& address, const std::string& 
 }
 
 TEST_CASE("an engine killed mid-stream: error event within 1 s, failover, re-admission") {
-  auto a = std::make_unique<EngineProcess>("chat-e2e/model");
-  EngineProcess b("chat-e2e/model");
+  auto a = std::make_unique<ServerProcess>("chat-e2e/model");
+  ServerProcess b("chat-e2e/model");
   const int a_port = a->port();
   const std::string a_address = a->address();
   GatewayProcess gateway({"serve", "--model", DataPath("chat-e2e/model"), "--port", "0", "--engine",
@@ -98,7 +98,7 @@ TEST_CASE("an engine killed mid-stream: error event within 1 s, failover, re-adm
   CHECK(WaitForState(port, a_address, "unhealthy"));
 
   // A comes back on its port: re-admitted, and takes requests again.
-  a = std::make_unique<EngineProcess>("chat-e2e/model", a_port);
+  a = std::make_unique<ServerProcess>("chat-e2e/model", std::vector<std::string>{}, a_port);
   CHECK(WaitForState(port, a_address, "healthy"));
   b.Kill();
   CHECK(WaitForState(port, b.address(), "unhealthy"));

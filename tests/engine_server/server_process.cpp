@@ -16,12 +16,13 @@
 
 namespace m3::test {
 
-ServerProcess::ServerProcess(const std::string& model, const std::vector<std::string>& args) {
+ServerProcess::ServerProcess(const std::string& model, const std::vector<std::string>& args,
+                             int port) {
   signal(SIGPIPE, SIG_IGN);
   log_path_ = TempDir() + "/server.log";
   std::vector<std::string> argv = {
-      BinPath("m3-engine"), "serve", "--model", DataPath(model), "--port", "0", "--host",
-      "127.0.0.1"};
+      BinPath("m3-engine"), "serve",  "--model",  DataPath(model), "--port",
+      std::to_string(port), "--host", "127.0.0.1"};
   argv.insert(argv.end(), args.begin(), args.end());
   int out[2];
   if (pipe2(out, O_CLOEXEC)) throw std::runtime_error("pipe failed");
@@ -57,18 +58,20 @@ ServerProcess::ServerProcess(const std::string& model, const std::vector<std::st
   }
   close(out[0]);
   if (port_ <= 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
+    Kill();
     throw std::runtime_error("m3-engine serve did not start: " + ReadFile(log_path_));
   }
 }
 
 ServerProcess::~ServerProcess() {
-  if (pid_ > 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
+  Kill();
+}
+
+void ServerProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
 }
 
 std::unique_ptr<engine::v1::Engine::Stub> ServerProcess::Stub() const {
