@@ -3,7 +3,6 @@
 // stream's queue, the per-write timeout, Stop waiting for streams, and exchanges used after
 // the server is gone.
 #include <doctest/doctest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "gateway/net/http_server.h"
+#include "tests/net/loopback_http.h"
 
 namespace {
 
@@ -36,13 +36,8 @@ using ExchangePtr = std::shared_ptr<HttpExchange>;
 constexpr int kWaitMs = 5000;  // the bound of every wait; none is expected to come close
 
 int Connect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = m3::test::ConnectLoopback(port);
   REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
   return fd;
 }
 

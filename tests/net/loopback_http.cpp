@@ -137,18 +137,25 @@ void LoopbackOrigin::Serve(int fd) {
   ::close(fd);
 }
 
-HttpReply HttpCall(uint16_t port, const std::string& method, const std::string& target,
-                   const std::string& body, const std::string& content_type, int timeout_ms) {
-  HttpReply reply;
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+int ConnectLoopback(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ::close(fd);
-    return reply;
+    return -1;
   }
+  return fd;
+}
+
+HttpReply HttpCall(uint16_t port, const std::string& method, const std::string& target,
+                   const std::string& body, const std::string& content_type, int timeout_ms) {
+  HttpReply reply;
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return reply;
   std::string req = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
   if (!body.empty() || method == "POST") {
     req += "Content-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) +

@@ -56,6 +56,9 @@ struct HttpReply {
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
 };
+// A TCP connection to 127.0.0.1:port: its descriptor, or -1 when it cannot connect.
+int ConnectLoopback(uint16_t port);
+
 // One request over a fresh connection to 127.0.0.1:port, Connection: close.
 HttpReply HttpCall(uint16_t port, const std::string& method, const std::string& target,
                    const std::string& body = "",
