@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "gateway/net/base64.h"
+#include "gateway/net/printable_excerpt.h"
 #include "gateway/net/url.h"
 #include "shared/error.h"
 
@@ -49,22 +50,8 @@ std::string PercentDecode(std::string_view s) {
   return out;
 }
 
-// Untrusted text in a message: printable ASCII as is, everything else (a NUL would cut the
-// message short in C APIs and logs) as \xNN.
 std::string Printable(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < 80; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7F) {
-      out += static_cast<char>(c);
-    } else {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return s.size() > 80 ? out + "..." : out;
+  return PrintableExcerpt(s, 80);
 }
 
 // RFC 2045 token characters (type, subtype and parameter names).

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/net/printable_excerpt.h"
+
 namespace m3::net {
 namespace {
 
@@ -66,19 +68,10 @@ bool EqualsNoCase(std::string_view a, std::string_view b) {
 
 // A short, printable rendering of untrusted bytes for an error message.
 std::string Quote(std::string_view s) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < 40; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7F) {
-      out += static_cast<char>(c);
-    } else {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out + (s.size() > 40 ? "...'" : "'");
+  std::string out = "'";  // appended, not "'" + ...: GCC 12 warns falsely (-Wrestrict) on that
+  out += PrintableExcerpt(s, 40);
+  out += '\'';
+  return out;
 }
 
 // uri-host [":" port] characters (RFC 3986 reg-name, IP literals, percent escapes).
