@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/backend/device_tensor.h"
+#include "engine/runtime/batch_sampler.h"
 #include "engine/runtime/forward_batch.h"
 #include "shared/tensor.h"
 
@@ -186,6 +187,20 @@ class Backend {
                                 const DeviceTensor& sin, int64_t rot,
                                 std::span<const int64_t> segments, int64_t heads, int64_t head_dim,
                                 const DeviceTensor& out) = 0;
+
+  // ---- sampling ----
+  // The next token of each row of logits (f32 [rows.size(), vocab]) with rows[i]'s parameters
+  // and history, as BatchSampler picks it (the draw CounterUniform(seed, output size)), with
+  // the logprobs it asks for; only these come back to the host, never the logits. This default
+  // downloads the logits and samples them on the host (backends with a device sampler override).
+  virtual void SampleRows(const DeviceTensor& logits, std::span<const SampleRow> rows,
+                          std::vector<SampledToken>& out) {
+    out.clear();
+    if (rows.empty()) return;
+    std::vector<float> host(static_cast<size_t>(logits.numel()));
+    Download(logits, host.data());
+    BatchSampler(logits.numel() / static_cast<int64_t>(rows.size())).Sample(host.data(), rows, out);
+  }
 };
 
 }  // namespace m3::engine::backend

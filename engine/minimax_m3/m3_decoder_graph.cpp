@@ -125,6 +125,18 @@ void M3DecoderGraph::Validate(const ForwardBatch& b) const {
 
 void M3DecoderGraph::Execute(const ForwardBatch& b, std::vector<float>& logits,
                              const CaptureRequest& capture) {
+  logits.clear();
+  Execute(
+      b,
+      [&](const DeviceTensor& out) {
+        logits.resize(static_cast<size_t>(out.numel()));
+        backend_.Download(out, logits.data());
+      },
+      capture);
+}
+
+void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
+                             const CaptureRequest& capture) {
   Validate(b);
   const TextConfig& t = config_.text;
   const int64_t rows = b.num_rows(), H = t.hidden_size, D = t.head_dim;
@@ -246,7 +258,6 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, std::vector<float>& logits,
     capture_float("hidden_states." + Str(static_cast<int64_t>(w_.layers.size())), x);
 
   const int64_t n = static_cast<int64_t>(b.logits_rows.size()), V = t.vocab_size;
-  logits.resize(n * V);
   if (n == 0) return;
   DeviceTensor picked = x;
   if (n != rows) {
@@ -257,7 +268,7 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, std::vector<float>& logits,
   }
   DeviceTensor out = be.Alloc(DType::kF32, {n, V});  // float32 logits on every backend
   be.Linear(picked, w_.lm_head, nullptr, out);
-  be.Download(out, logits.data());
+  take(out);
 }
 
 }  // namespace m3::engine::minimax_m3

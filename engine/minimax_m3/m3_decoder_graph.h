@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -31,6 +32,10 @@ class M3DecoderGraph {
   // Throws kInvalidArgument on a malformed batch (see ModelRunner::Execute).
   void Execute(const ForwardBatch& batch, std::vector<float>& logits,
                const CaptureRequest& capture);
+  // The same step, handing `take` the float32 logits [logits_rows, vocab] where they lie (valid
+  // during the call; not called when no row wants logits): device-side sampling reads them there.
+  using LogitsSink = std::function<void(const backend::DeviceTensor&)>;
+  void Execute(const ForwardBatch& batch, const LogitsSink& take, const CaptureRequest& capture);
 
  private:
   void Validate(const ForwardBatch& b) const;

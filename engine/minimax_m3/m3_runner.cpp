@@ -109,6 +109,16 @@ class M3Runner : public ModelRunner {
     graph_->Execute(batch, logits, capture_);
   }
 
+  // Sampled on the backend where the logits lie (SampleRows).
+  void ExecuteAndSample(const ForwardBatch& batch, std::span<const SampleRow> rows,
+                        std::vector<SampledToken>& out) override {
+    out.clear();
+    graph_->Execute(
+        batch,
+        [&](const backend::DeviceTensor& logits) { backend_->SampleRows(logits, rows, out); },
+        capture_);
+  }
+
   void SetCapture(const CaptureRequest& capture) override { capture_ = capture; }
 
  private:

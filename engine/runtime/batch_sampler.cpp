@@ -125,6 +125,10 @@ SampledToken BatchSampler::SampleOne(const float* logits, const SampleRow& row) 
       total = 0;
       for (size_t n = 0; n < keep; ++n) total += weight(index_[n]);
     }
+    // The draw walks the kept tokens in ascending id whatever selected them, an order the
+    // device sampler (kernels/cuda/sampling.cuh) reproduces without sorting.
+    if (p.top_k > 0 || p.top_p < 1.0)
+      std::sort(index_.begin(), index_.begin() + static_cast<std::ptrdiff_t>(keep));
     const double u = CounterUniform(p.seed, row.output.size()) * total;
     double acc = 0;
     out.token = index_[keep - 1];

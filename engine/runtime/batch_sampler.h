@@ -2,8 +2,10 @@
 // with its own SamplingParams: repetition / presence / frequency penalties, min_tokens (stop and
 // eos ids masked), temperature, top-k, top-p, min-p, and logprobs with the top n. The random
 // draw for a sequence's n-th generated token is CounterUniform(seed, n), so its choice depends
-// only on its own logits and history. Candidate sets are found with selection (nth_element) and
-// only the survivors are sorted, never the whole vocabulary.
+// only on its own logits and history; it walks the kept tokens in ascending id (the inverse CDF
+// in id order), which the GPU sampler (kernels/cuda/sampling.cuh) reproduces. Candidate sets
+// are found with selection (nth_element) and only the survivors are sorted, never the whole
+// vocabulary.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,7 @@ struct SampleRow {
 class BatchSampler {
  public:
   explicit BatchSampler(int64_t vocab);
+  int64_t vocab() const { return vocab_; }
   // logits: [rows.size(), vocab] row-major; results in `out` (resized).
   void Sample(const float* logits, std::span<const SampleRow> rows, std::vector<SampledToken>& out);
   // One row (what Sample does per row).

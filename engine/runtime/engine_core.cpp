@@ -40,10 +40,7 @@ int64_t GpuKvBudget(const std::string& device, double fraction) {
 }  // namespace
 
 EngineCore::EngineCore(std::unique_ptr<ModelRunner> runner, const EngineConfig& config)
-    : runner_(std::move(runner)),
-      config_(config),
-      info_(runner_->info()),
-      sampler_(runner_->info().vocab_size) {
+    : runner_(std::move(runner)), config_(config), info_(runner_->info()) {
   std::random_device rd;
   seed_state_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
                 static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -271,8 +268,12 @@ void EngineCore::Step() {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
     return;
   }
+  // Sampled where the runner's logits are (on a GPU runner only tokens and logprobs come back).
+  std::vector<SampleRow> rows(step.sampled.size());
+  for (size_t i = 0; i < step.sampled.size(); ++i)
+    rows[i] = {&step.sampled[i]->sampling(), step.sampled[i]->prompt(), step.sampled[i]->output()};
   try {
-    runner_->Execute(step.batch, logits_);
+    runner_->ExecuteAndSample(step.batch, rows, sampled_);
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "engine: step failed: ", e.what());
     for (Sequence* seq : step.seqs) Finish(seq, FinishReason::kError, e.what());
@@ -282,11 +283,6 @@ void EngineCore::Step() {
   scheduler_->Commit(step);
   // Before any output of this step goes out, so a client that saw a token sees its pages.
   PublishStats();
-
-  std::vector<SampleRow> rows(step.sampled.size());
-  for (size_t i = 0; i < step.sampled.size(); ++i)
-    rows[i] = {&step.sampled[i]->sampling(), step.sampled[i]->prompt(), step.sampled[i]->output()};
-  sampler_.Sample(logits_.data(), rows, sampled_);
 
   for (size_t i = 0; i < step.sampled.size(); ++i) {
     Sequence* s = step.sampled[i];

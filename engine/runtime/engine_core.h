@@ -1,6 +1,6 @@
 // EngineCore: the serving engine without its front end. Requests come in from any thread
 // (Submit / Abort); one engine thread runs the loop: take new requests and aborts, plan a step
-// (Scheduler), run it (ModelRunner::Execute), sample (BatchSampler), stream each sequence's new
+// (Scheduler), run and sample it (ModelRunner::ExecuteAndSample), stream each sequence's new
 // tokens to its OutputSink, finish and free what is done. gRPC (engine/server/), benchmarks and
 // tests drive it the same way.
 #pragma once
@@ -89,8 +89,6 @@ class EngineCore {
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<EncoderCache> encoder_cache_;
   std::unique_ptr<Scheduler> scheduler_;
-  BatchSampler sampler_;
-  std::vector<float> logits_;
   std::vector<SampledToken> sampled_;
   uint64_t next_arrival_ = 0;
 

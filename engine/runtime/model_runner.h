@@ -10,9 +10,11 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "engine/runtime/batch_sampler.h"
 #include "engine/runtime/forward_batch.h"
 #include "shared/safetensors.h"
 
@@ -105,6 +107,20 @@ class ModelRunner {
   // Throws kInvalidArgument on a malformed batch (ids outside the vocabulary, positions beyond
   // max_model_len, inconsistent sizes, page ids outside the cache).
   virtual void Execute(const ForwardBatch& batch, std::vector<float>& logits) = 0;
+
+  // Execute, then the next token of each logits row i with rows[i] (rows.size() ==
+  // batch.logits_rows.size()), as BatchSampler picks it. Runners whose logits live on a device
+  // override it to sample there (Backend::SampleRows), downloading only tokens and logprobs;
+  // this default samples Execute's logits on the host.
+  virtual void ExecuteAndSample(const ForwardBatch& batch, std::span<const SampleRow> rows,
+                                std::vector<SampledToken>& out) {
+    thread_local std::vector<float> logits;
+    thread_local std::unique_ptr<BatchSampler> sampler;
+    Execute(batch, logits);
+    if (!sampler || sampler->vocab() != info().vocab_size)
+      sampler = std::make_unique<BatchSampler>(info().vocab_size);
+    sampler->Sample(logits.data(), rows, out);
+  }
 
   // Applies to the following calls until reset with an empty request.
   virtual void SetCapture(const CaptureRequest& capture) = 0;

@@ -413,10 +413,24 @@ class CpuBackend : public Backend {
                         static_cast<int64_t>(segments.size()) - 1, out.data<float>());
   }
 
+  void SampleRows(const DeviceTensor& logits, std::span<const SampleRow> rows,
+                  std::vector<SampledToken>& out) override {
+    const int64_t n = static_cast<int64_t>(rows.size());
+    out.clear();
+    if (n == 0) return;
+    Check(logits.dtype == DType::kF32 && logits.shape.size() == 2 && logits.shape[0] == n,
+          "SampleRows: logits must be f32 [rows, vocab]");
+    const int64_t vocab = logits.shape[1];
+    // The host sampler's scratch is vocabulary-sized: kept between steps.
+    if (!sampler_ || sampler_->vocab() != vocab) sampler_ = std::make_unique<BatchSampler>(vocab);
+    sampler_->Sample(logits.data<float>(), rows, out);
+  }
+
  private:
   std::shared_ptr<std::atomic<size_t>> live_ = std::make_shared<std::atomic<size_t>>(0);
   size_t weight_bytes_ = 0;
   bool experts_k_major_ = k::SmallMKernelsEnabled();
+  std::unique_ptr<BatchSampler> sampler_;
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cuda/cuda_sampling.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gelu.cuh"
@@ -522,6 +523,11 @@ class CudaBackend : public Backend {
                           static_cast<int64_t>(seg.size()) - 1, out.data<bf16>(), S());
     });
     // `seg` is pageable host memory the upload was staged from; the kernel reads dev_seg.
+  }
+
+  void SampleRows(const DeviceTensor& logits, std::span<const SampleRow> rows,
+                  std::vector<SampledToken>& out) override {
+    CudaSampleRows(*this, S(), logits, rows, out);
   }
 
  private:
