@@ -1,7 +1,13 @@
-// Paged attention, correct-first: one warp per (row, q head) streams its keys with an online
-// softmax, each lane holding head_dim / 32 channels (lane + 32 i) of q and the accumulator.
-// The speed work (KV-block-major prefill, split-K decode) belongs to the performance issue.
+// Paged attention entry points: decode rows to the split-K kernel, the other rows to the
+// tensor-core prefill kernel, and the reference kernel (one warp per (row, q head) streaming its
+// keys with an online softmax, each lane holding head_dim / 32 channels (lane + 32 i) of q and
+// the accumulator) for shapes the fast paths do not take.
 #include "kernels/cuda/paged_attention.cuh"
+
+#include <algorithm>
+
+#include "kernels/cuda/paged_decode_attention.cuh"
+#include "kernels/cuda/paged_prefill_attention.cuh"
 
 namespace m3::kernels::cuda {
 namespace {
@@ -105,21 +111,79 @@ void Launch(const Args& a, cudaStream_t stream) {
   PagedAttentionKernel<<<Blocks(warps, kWarps), kWarps * 32, 0, stream>>>(a);
 }
 
+constexpr int64_t kMaxFastTopk = 64;  // the prefill kernel's per-CTA selection lists
+
+bool UseFastPaths(const Args& a) {
+  return TensorCoreAttentionSupported(a.dims) && a.topk <= kMaxFastTopk;
+}
+
+// Decode rows the split-K kernel takes (0 when the fast paths do not apply).
+int64_t FastDecodes(const Args& a) {
+  return UseFastPaths(a) ? std::clamp<int64_t>(a.layout.num_decodes, 0, a.layout.rows) : 0;
+}
+
+DecodePlan Plan(const PagedLayout& layout, const AttentionDims& dims, int64_t topk) {
+  return PlanDecode(layout.num_decodes, layout.max_pages * layout.page_size, dims, topk);
+}
+
+void Dispatch(const Args& a, AttentionWorkspace ws, cudaStream_t stream) {
+  if (a.layout.rows <= 0) return;
+  if (!UseFastPaths(a)) {
+    Launch(a, stream);
+    return;
+  }
+  const int64_t decodes = FastDecodes(a);
+  if (decodes > 0) {
+    const DecodePlan plan = Plan(a.layout, a.dims, a.selected ? a.topk : 0);
+    const size_t need = DecodeWorkspaceBytes(plan, decodes, a.dims);
+    void* scratch = ws.data;
+    if (need > 0 && (scratch == nullptr || ws.bytes < need)) {
+      if (ws.data != nullptr)
+        throw std::runtime_error("paged attention: workspace of " + std::to_string(ws.bytes) +
+                                 " bytes, " + std::to_string(need) + " needed");
+      if (cudaMallocAsync(&scratch, need, stream) != cudaSuccess)
+        throw std::runtime_error("paged attention: no memory for " + std::to_string(need) +
+                                 " bytes of split-K partials");
+    }
+    PagedDecodeAttention(a.q, a.k, a.v, a.layout, decodes, a.dims, a.selected, a.topk, a.block_size,
+                         plan, static_cast<float*>(scratch), a.out, stream);
+    if (need > 0 && ws.data == nullptr) cudaFreeAsync(scratch, stream);
+  }
+  PagedPrefillAttention(a.q, a.k, a.v, a.layout, decodes, a.dims, a.selected, a.topk, a.block_size,
+                        a.out, stream);
+}
+
 }  // namespace
+
+size_t PagedAttentionWorkspaceBytes(const PagedLayout& layout, const AttentionDims& dims,
+                                    int64_t topk) {
+  const Args a{nullptr, nullptr, nullptr, layout, dims, nullptr, topk, 0, nullptr};
+  const int64_t decodes = FastDecodes(a);
+  if (decodes <= 0) return 0;
+  return DecodeWorkspaceBytes(Plan(layout, dims, topk), decodes, dims);
+}
 
 void PagedAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                     const PagedLayout& layout, const AttentionDims& dims, bf16* out,
-                    cudaStream_t stream) {
-  Launch({q, k_pages, v_pages, layout, dims, nullptr, 0, 0, out}, stream);
+                    cudaStream_t stream, AttentionWorkspace workspace) {
+  Dispatch({q, k_pages, v_pages, layout, dims, nullptr, 0, 0, out}, workspace, stream);
   CheckLaunch("PagedAttention");
 }
 
 void PagedBlockSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                                const PagedLayout& layout, const AttentionDims& dims,
                                const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
-                               cudaStream_t stream) {
-  Launch({q, k_pages, v_pages, layout, dims, selected, topk, block_size, out}, stream);
+                               cudaStream_t stream, AttentionWorkspace workspace) {
+  Dispatch({q, k_pages, v_pages, layout, dims, selected, topk, block_size, out}, workspace, stream);
   CheckLaunch("PagedBlockSparseAttention");
+}
+
+void PagedAttentionReference(const bf16* q, const bf16* k_pages, const bf16* v_pages,
+                             const PagedLayout& layout, const AttentionDims& dims,
+                             const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
+                             cudaStream_t stream) {
+  Launch({q, k_pages, v_pages, layout, dims, selected, topk, block_size, out}, stream);
+  CheckLaunch("PagedAttentionReference");
 }
 
 }  // namespace m3::kernels::cuda

@@ -4,8 +4,13 @@
 // row's KV group (selected [kv_heads, rows, topk], -1 = empty, duplicates counted once),
 // clipped to [0, pos]. K/V pages [pages, page_size, kv_heads, head_dim] bf16; q / out
 // [rows, q_heads, head_dim] bf16; scores, softmax and accumulation in f32.
+// Decode rows (the first layout.num_decodes, query length 1) take split-K flash decoding
+// (paged_decode_attention.cuh), the other rows tensor-core flash attention
+// (paged_prefill_attention.cuh); shapes those do not take (head_dim other than 64 / 128, more
+// than 16 q heads per KV group, topk above 64) use the one-warp-per-(row, head) reference kernel.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_util.cuh"
@@ -20,13 +25,33 @@ struct AttentionDims {
   float scale = 1.0f;
 };
 
+// Device scratch for the split-K decode partials, preallocated by the caller so a step can be
+// captured in a CUDA graph. With data == null the entry points take it from the stream's memory
+// pool (cudaMallocAsync / cudaFreeAsync) when they need it.
+struct AttentionWorkspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+// The workspace bytes a step needs; depends only on layout.num_decodes, layout.max_pages,
+// layout.page_size, the dims and topk (0: dense), not on context lengths.
+size_t PagedAttentionWorkspaceBytes(const PagedLayout& layout, const AttentionDims& dims,
+                                    int64_t topk);
+
 void PagedAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                     const PagedLayout& layout, const AttentionDims& dims, bf16* out,
-                    cudaStream_t stream);
+                    cudaStream_t stream, AttentionWorkspace workspace = {});
 
 void PagedBlockSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                                const PagedLayout& layout, const AttentionDims& dims,
                                const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
-                               cudaStream_t stream);
+                               cudaStream_t stream, AttentionWorkspace workspace = {});
+
+// The one-warp-per-(row, q head) kernel for every row: the fallback for unsupported shapes and a
+// second GPU reference for the tests. selected == null: dense.
+void PagedAttentionReference(const bf16* q, const bf16* k_pages, const bf16* v_pages,
+                             const PagedLayout& layout, const AttentionDims& dims,
+                             const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
+                             cudaStream_t stream);
 
 }  // namespace m3::kernels::cuda

@@ -17,6 +17,9 @@ struct PagedLayout {
   const int32_t* block_tables = nullptr;  // [seqs, max_pages], device
   int64_t max_pages = 0;
   int64_t page_size = 0;
+  // Rows [0, num_decodes) are decodes (query length 1); 0 when not known, and then the
+  // attention kernels treat every row alike.
+  int64_t num_decodes = 0;
 
 #ifdef __CUDACC__
   // The sequence owning row r (binary search over query_start).

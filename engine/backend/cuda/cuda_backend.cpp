@@ -155,7 +155,8 @@ k::PagedLayout Layout(const StepMetadata& m) {
           m.context_lens.data<int32_t>(),
           m.block_tables.data<int32_t>(),
           m.max_pages_per_seq,
-          m.page_size};
+          m.page_size,
+          m.num_decodes};
 }
 
 bool IsFloatActivation(DType t) {

@@ -1,0 +1,37 @@
+// Split-K (flash-decoding) attention for the decode rows of a step, the rows [0, num_decodes)
+// with query length 1: one CTA per (row, KV group, split) attends all q heads of the group on
+// tensor cores, so each K/V byte is read once; splits write partial (max, sum, output) that a
+// combine kernel merges. Dense splits are equal key ranges sized from the block-table width;
+// block-sparse splits are the selection slots (one selected key block each). The launch depends
+// only on num_decodes, the block-table width and topk, never on context lengths (CUDA graphs).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/paged_attention.cuh"
+
+namespace m3::kernels::cuda {
+
+// The split count and dense split length (keys) for a step's decode rows; topk > 0: sparse.
+struct DecodePlan {
+  int64_t splits = 1;
+  int64_t chunk = 0;
+};
+DecodePlan PlanDecode(int64_t num_decodes, int64_t max_keys, const AttentionDims& dims,
+                      int64_t topk);
+
+// Bytes of f32 partials the plan needs (0 when a single split writes the output directly).
+size_t DecodeWorkspaceBytes(const DecodePlan& plan, int64_t num_decodes, const AttentionDims& dims);
+
+// Whether the tensor-core paths take these shapes (head_dim 64 or 128, 1 to 16 q heads per KV
+// group); others use the reference kernel.
+bool TensorCoreAttentionSupported(const AttentionDims& dims);
+
+// selected == null: dense. `workspace` holds DecodeWorkspaceBytes(plan, ...) bytes.
+void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
+                          const PagedLayout& layout, int64_t num_decodes, const AttentionDims& dims,
+                          const int32_t* selected, int64_t topk, int64_t block_size,
+                          const DecodePlan& plan, float* workspace, bf16* out, cudaStream_t stream);
+
+}  // namespace m3::kernels::cuda

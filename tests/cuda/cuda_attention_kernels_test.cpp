@@ -1,0 +1,326 @@
+// The fast paged-attention kernels (split-K decode, tensor-core prefill, dense and block-sparse)
+// against their CPU twins (kernels/cpu/paged_attention.h) on random bf16 data: decode contexts
+// on and off the split and tile boundaries, prefill chunks with cached context, partial last
+// pages, page sizes 16 and 128, decodes mixed with prefills, head_dim 64 and 128 with 4 and 16
+// q heads per KV group, the reference kernel's shapes, an explicit workspace against the pool,
+// and a decode step captured once in a CUDA graph and replayed at other context lengths.
+#include <cuda_runtime.h>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cuda/paged_attention.cuh"
+#include "shared/dtype.h"
+
+namespace m3::test {
+namespace {
+
+namespace gpu = kernels::cuda;
+namespace cpu = kernels::cpu;
+
+void Cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// A device copy of a host vector, freed with the object.
+template <class T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  size_t n = 0;
+  DeviceArray() = default;
+  explicit DeviceArray(size_t count) : n(count) {
+    Cuda(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)), "cudaMalloc");
+  }
+  template <class U>
+  explicit DeviceArray(const std::vector<U>& host) : DeviceArray(host.size()) {
+    Put(host);
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(ptr); }
+  template <class U>
+  void Put(const std::vector<U>& host) {
+    static_assert(sizeof(U) == sizeof(T));
+    Cuda(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
+  std::vector<T> Get() const {
+    std::vector<T> h(n);
+    Cuda(cudaMemcpy(h.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost), "download");
+    return h;
+  }
+};
+
+struct Shape {
+  int64_t hq, hkv, dim;
+};
+
+// One step's batch: (cached context, query rows) per sequence, pages shuffled, tables padded
+// with -1 past each sequence's last page. Leading one-row sequences are the decodes.
+struct Step {
+  std::vector<int32_t> query_start{0}, context_lens, tables;
+  int64_t seqs = 0, rows = 0, max_pages = 0, page_size = 0, num_pages = 0, num_decodes = 0;
+};
+
+Step MakeStep(const std::vector<std::pair<int32_t, int32_t>>& seqs, int64_t page_size,
+              int64_t max_pages_floor, uint32_t seed) {
+  Step s;
+  s.page_size = page_size;
+  s.seqs = static_cast<int64_t>(seqs.size());
+  s.max_pages = max_pages_floor;
+  int64_t pages = 0;
+  for (auto [ctx, q] : seqs) {
+    const int64_t n = (ctx + q + page_size - 1) / page_size;
+    pages += n;
+    s.max_pages = std::max(s.max_pages, n);
+  }
+  s.num_pages = pages + 2;
+  std::vector<int32_t> order(s.num_pages);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+  size_t next = 0;
+  bool leading = true;
+  for (auto [ctx, q] : seqs) {
+    leading = leading && q == 1;
+    if (leading) ++s.num_decodes;
+    const int64_t n = (ctx + q + page_size - 1) / page_size;
+    for (int64_t j = 0; j < s.max_pages; ++j) s.tables.push_back(j < n ? order[next++] : -1);
+    s.context_lens.push_back(ctx);
+    s.query_start.push_back(s.query_start.back() + q);
+  }
+  s.rows = s.query_start.back();
+  return s;
+}
+
+// Uniform in [-scale, scale], rounded to bf16; `bits` gets the bf16 encodings.
+std::vector<float> Random(int64_t n, uint32_t seed, float scale, std::vector<uint16_t>& bits) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  bits.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    bits[i] = F32ToBF16(u(rng));
+    v[i] = BF16ToF32(bits[i]);
+  }
+  return v;
+}
+
+// Random selections [hkv, rows, topk]: the row's local block, other blocks it may see, and now
+// and then an empty slot, a repeat or a block past the row's position (both sides ignore them).
+std::vector<int32_t> RandomSelections(const Step& s, int64_t hkv, int64_t topk, int64_t block,
+                                      uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> sel(hkv * s.rows * topk);
+  for (int64_t g = 0; g < hkv; ++g)
+    for (int64_t q = 0; q < s.seqs; ++q)
+      for (int64_t r = s.query_start[q]; r < s.query_start[q + 1]; ++r) {
+        const int64_t pos = s.context_lens[q] + (r - s.query_start[q]);
+        const int32_t local = static_cast<int32_t>(pos / block);
+        int32_t* out = sel.data() + (g * s.rows + r) * topk;
+        for (int64_t i = 0; i < topk; ++i) {
+          const uint32_t roll = rng() % 16;
+          if (i == 0)
+            out[i] = local;
+          else if (roll == 0)
+            out[i] = -1;
+          else if (roll == 1)
+            out[i] = out[rng() % i];
+          else if (roll == 2)
+            out[i] = local + 1;  // starts past pos
+          else
+            out[i] = static_cast<int32_t>(rng() % (local + 1));
+        }
+        std::shuffle(out, out + topk, rng);
+      }
+  return sel;
+}
+
+struct Errors {
+  double total = 0;  // relative L2 over the whole output
+  double worst = 0;  // the largest relative L2 of one (row, head)
+};
+
+Errors Compare(const std::vector<uint16_t>& got, const std::vector<float>& want, int64_t dim) {
+  Errors e;
+  double num = 0, den = 0;
+  for (size_t h = 0; h < want.size() / dim; ++h) {
+    double n = 0, d = 0;
+    for (int64_t c = 0; c < dim; ++c) {
+      const double x = BF16ToF32(got[h * dim + c]), y = want[h * dim + c];
+      n += (x - y) * (x - y);
+      d += y * y;
+    }
+    num += n;
+    den += d;
+    e.worst = std::max(e.worst, std::sqrt(n / std::max(d, 1e-6)));
+  }
+  e.total = std::sqrt(num / std::max(den, 1e-30));
+  return e;
+}
+
+void Check(const char* what, const Errors& e) {
+  std::printf("  %-58s rel L2 %.2e, worst head %.2e\n", what, e.total, e.worst);
+  CHECK(e.total < 1e-2);
+  CHECK(e.worst < 3e-2);
+}
+
+// Runs one step through the GPU entry points (with an explicit workspace, from the pool, with
+// the decodes unmarked, and the reference kernel) and the CPU twin, dense or sparse (topk > 0).
+void RunCase(const std::string& name, const Step& s, const Shape& sh, int64_t topk, int64_t block,
+             uint32_t seed) {
+  const int64_t D = sh.dim, slots = s.num_pages * s.page_size;
+  std::vector<uint16_t> qb, kb, vb;
+  const std::vector<float> q = Random(s.rows * sh.hq * D, seed, 2.0f, qb);
+  const std::vector<float> k = Random(slots * sh.hkv * D, seed + 1, 1.0f, kb);
+  const std::vector<float> v = Random(slots * sh.hkv * D, seed + 2, 1.0f, vb);
+  const std::vector<int32_t> sel =
+      topk > 0 ? RandomSelections(s, sh.hkv, topk, block, seed + 3) : std::vector<int32_t>{};
+
+  const cpu::PagedLayout cl{s.seqs,          s.query_start.data(), s.context_lens.data(),
+                            s.tables.data(), s.max_pages,          s.page_size};
+  const cpu::AttentionDims cd{sh.hq, sh.hkv, D, 1.0f / std::sqrt(static_cast<float>(D))};
+  std::vector<float> want(s.rows * sh.hq * D);
+  if (topk > 0)
+    cpu::PagedBlockSparseAttention(q.data(), k.data(), v.data(), cl, cd, sel.data(), topk, block,
+                                   want.data());
+  else
+    cpu::PagedAttention(q.data(), k.data(), v.data(), cl, cd, want.data());
+
+  DeviceArray<uint16_t> dq(qb), dk(kb), dv(vb), out(want.size());
+  DeviceArray<int32_t> qs(s.query_start), ctx(s.context_lens), tab(s.tables), dsel(sel);
+  gpu::PagedLayout gl{s.seqs,  s.rows,      qs.ptr,      ctx.ptr,
+                      tab.ptr, s.max_pages, s.page_size, s.num_decodes};
+  const gpu::AttentionDims gd{sh.hq, sh.hkv, D, cd.scale};
+  auto* bq = reinterpret_cast<const gpu::bf16*>(dq.ptr);
+  auto* bk = reinterpret_cast<const gpu::bf16*>(dk.ptr);
+  auto* bv = reinterpret_cast<const gpu::bf16*>(dv.ptr);
+  auto* bo = reinterpret_cast<gpu::bf16*>(out.ptr);
+  auto run = [&](const gpu::PagedLayout& l, gpu::AttentionWorkspace ws) {
+    Cuda(cudaMemset(out.ptr, 0xff, out.n * 2), "memset");  // NaNs where nothing is written
+    if (topk > 0)
+      gpu::PagedBlockSparseAttention(bq, bk, bv, l, gd, dsel.ptr, topk, block, bo, nullptr, ws);
+    else
+      gpu::PagedAttention(bq, bk, bv, l, gd, bo, nullptr, ws);
+    Cuda(cudaDeviceSynchronize(), name.c_str());
+    return out.Get();
+  };
+  const size_t ws_bytes = gpu::PagedAttentionWorkspaceBytes(gl, gd, topk);
+  DeviceArray<unsigned char> ws(ws_bytes);
+  Check((name + ", workspace").c_str(), Compare(run(gl, {ws.ptr, ws_bytes}), want, D));
+  Check((name + ", pool").c_str(), Compare(run(gl, {}), want, D));
+  gpu::PagedLayout unmarked = gl;
+  unmarked.num_decodes = 0;
+  Check((name + ", decodes unmarked").c_str(), Compare(run(unmarked, {}), want, D));
+  if (ws_bytes > 0) {
+    CHECK_THROWS_WITH_AS(run(gl, {ws.ptr, ws_bytes - 4}), doctest::Contains("workspace of"),
+                         std::runtime_error);
+  }
+  Cuda(cudaMemset(out.ptr, 0xff, out.n * 2), "memset");
+  gpu::PagedAttentionReference(bq, bk, bv, gl, gd, topk > 0 ? dsel.ptr : nullptr, topk, block, bo,
+                               nullptr);
+  Cuda(cudaDeviceSynchronize(), "reference");
+  Check((name + ", reference kernel").c_str(), Compare(out.Get(), want, D));
+}
+
+const Shape kReal{64, 4, 128};
+
+TEST_CASE("split-K decode attention matches the CPU twin, dense and block-sparse") {
+  // Contexts on and off the 128-key pipeline rounds and the split lengths, one key up to 32K.
+  const std::vector<std::pair<int32_t, int32_t>> decodes = {
+      {32767, 1}, {0, 1}, {126, 1}, {127, 1}, {128, 1}, {1000, 1}, {5001, 1}, {20000, 1}};
+  for (int64_t ps : {16, 128}) {
+    const Step s = MakeStep(decodes, ps, 0, 5);
+    const std::string tag = "decode x8 to 32K, page " + std::to_string(ps);
+    RunCase(tag + ", dense", s, kReal, 0, 128, 100 + ps);
+    RunCase(tag + ", top-16 of 128", s, kReal, 16, 128, 200 + ps);
+  }
+  // A single decode with a table much wider than its context (splits past the end are empty).
+  RunCase("decode 300 in a 64K-wide table, dense", MakeStep({{300, 1}}, 64, 1024, 9), kReal, 0, 128,
+          300);
+}
+
+TEST_CASE("tensor-core prefill attention matches the CPU twin, dense and block-sparse") {
+  const Shape group16{32, 2, 128};
+  // Decodes first, then chunks with cached context ending mid-page, a fresh prompt, and a
+  // one-row sequence after a chunk (not a decode: the prefill kernel takes it).
+  const std::vector<std::pair<int32_t, int32_t>> mixed = {{4999, 1}, {130, 1}, {3000, 37},
+                                                          {0, 70},   {517, 1}, {1200, 129}};
+  for (int64_t ps : {16, 128}) {
+    const Step s = MakeStep(mixed, ps, 0, 11);
+    const std::string tag = "mixed decodes + chunks, page " + std::to_string(ps);
+    RunCase(tag + ", dense", s, group16, 0, 128, 400 + ps);
+    RunCase(tag + ", top-16 of 128", s, group16, 16, 128, 500 + ps);
+  }
+  RunCase("mixed, page 16, top-8 of 64-key blocks", MakeStep(mixed, 16, 0, 12), group16, 8, 64,
+          600);
+  // head_dim 64, 4 q heads per group: four rows per warp, 16 per CTA.
+  const Shape group4{8, 2, 64};
+  const Step s4 = MakeStep({{700, 1}, {33, 1}, {100, 45}, {0, 19}, {257, 1}}, 16, 0, 13);
+  RunCase("head_dim 64, 4 heads per group, dense", s4, group4, 0, 32, 700);
+  RunCase("head_dim 64, 4 heads per group, top-6 of 32-key blocks", s4, group4, 6, 32, 701);
+  // One q head per group (eight rows per warp) and head_dim 32 (the reference kernel's shape).
+  RunCase("head_dim 64, 1 head per group, dense", s4, Shape{2, 2, 64}, 0, 32, 702);
+  RunCase("head_dim 32 (reference path), top-4 of 16", s4, Shape{4, 2, 32}, 4, 16, 703);
+}
+
+TEST_CASE("decode attention captured in a CUDA graph follows the context lengths on the device") {
+  // Captured once with the step's shape (3 decodes, tables 96 pages of 128 wide); replayed after
+  // the context lengths (and tables) change on the device, as in graph-replayed decode steps.
+  const Shape sh = kReal;
+  const int64_t D = sh.dim, width = 96, ps = 128;
+  // Every sequence owns a full-width table, so any context below 12288 is addressable.
+  Step s = MakeStep({{12287, 1}, {12287, 1}, {12287, 1}}, ps, width, 21);
+  const int64_t slots = s.num_pages * ps;
+  std::vector<uint16_t> qb, kb, vb;
+  const std::vector<float> q = Random(s.rows * sh.hq * D, 22, 2.0f, qb);
+  const std::vector<float> k = Random(slots * sh.hkv * D, 23, 1.0f, kb);
+  const std::vector<float> v = Random(slots * sh.hkv * D, 24, 1.0f, vb);
+  DeviceArray<uint16_t> dq(qb), dk(kb), dv(vb), out(s.rows * sh.hq * D);
+  DeviceArray<int32_t> qs(s.query_start), ctx(s.context_lens), tab(s.tables);
+  const gpu::PagedLayout gl{s.seqs,  s.rows,      qs.ptr,      ctx.ptr,
+                            tab.ptr, s.max_pages, s.page_size, s.num_decodes};
+  const gpu::AttentionDims gd{sh.hq, sh.hkv, D, 1.0f / std::sqrt(128.0f)};
+  const size_t ws_bytes = gpu::PagedAttentionWorkspaceBytes(gl, gd, 0);
+  DeviceArray<unsigned char> ws(ws_bytes);
+  cudaStream_t stream;
+  Cuda(cudaStreamCreate(&stream), "stream");
+  cudaGraph_t graph;
+  Cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+  gpu::PagedAttention(reinterpret_cast<const gpu::bf16*>(dq.ptr),
+                      reinterpret_cast<const gpu::bf16*>(dk.ptr),
+                      reinterpret_cast<const gpu::bf16*>(dv.ptr), gl, gd,
+                      reinterpret_cast<gpu::bf16*>(out.ptr), stream, {ws.ptr, ws_bytes});
+  Cuda(cudaStreamEndCapture(stream, &graph), "end capture");
+  cudaGraphExec_t exec;
+  Cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  for (const std::vector<int32_t>& lens :
+       {std::vector<int32_t>{9000, 100, 12287}, std::vector<int32_t>{3, 11000, 129}}) {
+    s.context_lens = lens;
+    ctx.Put(lens);
+    const cpu::PagedLayout cl{s.seqs,          s.query_start.data(), s.context_lens.data(),
+                              s.tables.data(), s.max_pages,          s.page_size};
+    std::vector<float> want(out.n);
+    cpu::PagedAttention(q.data(), k.data(), v.data(), cl, {sh.hq, sh.hkv, D, gd.scale},
+                        want.data());
+    Cuda(cudaGraphLaunch(exec, stream), "graph launch");
+    Cuda(cudaStreamSynchronize(stream), "graph run");
+    Check(("graph replay, contexts " + std::to_string(lens[0]) + "/" + std::to_string(lens[1]) +
+           "/" + std::to_string(lens[2]))
+              .c_str(),
+          Compare(out.Get(), want, D));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace m3::test
