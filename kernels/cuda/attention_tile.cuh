@@ -23,6 +23,13 @@ __device__ __forceinline__ int TileOffset(int key, int chunk) {
   return key * D + ((chunk ^ (key & 7)) << 3);
 }
 
+// The cache slot of key j of sequence s (32-bit division: positions and page sizes fit).
+template <class Layout>
+__device__ __forceinline__ int64_t SlotOf(const Layout& l, int64_t s, int64_t j) {
+  const int32_t jj = static_cast<int32_t>(j), ps = static_cast<int32_t>(l.page_size);
+  return int64_t{l.block_tables[s * l.max_pages + jj / ps]} * ps + jj % ps;
+}
+
 // 16 bytes global -> shared, asynchronously; zero-filled when !valid (src is then not read).
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));

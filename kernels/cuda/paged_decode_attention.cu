@@ -12,8 +12,8 @@ namespace m3::kernels::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kBN = 32;  // keys per warp tile
-constexpr int kStages = 2;
+constexpr int kBN = 16;  // keys per warp tile
+constexpr int kStages = 3;
 constexpr int64_t kRound = kWarps * kBN;  // keys a CTA covers per pipeline step
 
 template <int D>
@@ -39,7 +39,7 @@ struct Args {
 };
 
 template <int D>
-__global__ void __launch_bounds__(kWarps * 32) DecodeKernel(Args a) {
+__global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t r = blockIdx.x, g = blockIdx.y, c = blockIdx.z;
@@ -74,24 +74,31 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeKernel(Args a) {
     bf16* sk = tiles + st * 2 * kBN * D;
     bf16* sv = sk + kBN * D;
     constexpr int kChunks = D / 8;
+    // Lane l looks up key l's slot once; the copy loop takes it by shuffle.
+    const int64_t mine = j0 + lane < hi && lane < kBN ? attn::SlotOf(a.layout, s, j0 + lane) : 0;
 #pragma unroll
     for (int i = lane; i < kBN * kChunks; i += 32) {
       const int key = i / kChunks, ch = i % kChunks;
-      const int64_t j = j0 + key;
-      const bool ok = j < hi;
-      const int64_t off = ok ? a.layout.Slot(s, j) * stride + ch * 8 : 0;
+      const int64_t slot = __shfl_sync(0xffffffffu, mine, key);
+      const bool ok = j0 + key < hi;
+      const int64_t off = ok ? slot * stride + ch * 8 : 0;
       attn::CpAsync16(sk + attn::TileOffset<D>(key, ch), kg + off, ok);
       attn::CpAsync16(sv + attn::TileOffset<D>(key, ch), vg + off, ok);
     }
   };
-  int64_t j0 = lo + warp * kBN;
-  if (j0 < hi) load(j0, 0);
-  attn::CpAsyncCommit();
-  int st = 0;
-  for (; j0 < hi; j0 += kRound, st ^= 1) {
-    if (j0 + kRound < hi) load(j0 + kRound, st ^ 1);
+  // kStages - 1 tiles in flight while one is consumed.
+  const int64_t first = lo + warp * kBN;
+#pragma unroll
+  for (int p = 0; p < kStages - 1; ++p) {
+    if (first + p * kRound < hi) load(first + p * kRound, p);
     attn::CpAsyncCommit();
-    attn::CpAsyncWait<1>();
+  }
+  int st = 0;
+  for (int64_t j0 = first; j0 < hi; j0 += kRound, st = st + 1 == kStages ? 0 : st + 1) {
+    const int64_t ahead = j0 + (kStages - 1) * kRound;
+    if (ahead < hi) load(ahead, st == 0 ? kStages - 1 : st - 1);
+    attn::CpAsyncCommit();
+    attn::CpAsyncWait<kStages - 1>();
     __syncwarp();
     const int64_t n = hi - j0;
     const bf16* sk = tiles + st * 2 * kBN * D;
@@ -204,10 +211,10 @@ bool TensorCoreAttentionSupported(const AttentionDims& dims) {
 DecodePlan PlanDecode(int64_t num_decodes, int64_t max_keys, const AttentionDims& dims,
                       int64_t topk) {
   if (topk > 0) return {topk, 0};
-  // About two CTAs' worth of work per SM over the whole grid (one CTA fits an SM at a time
-  // with its 128 KiB of tiles), in whole pipeline rounds.
+  // One wave of two CTAs per SM (each holds 96 KiB of tiles) over the whole grid, in whole
+  // pipeline rounds; more rows than that keep one split.
   const int64_t ctas = std::max<int64_t>(1, num_decodes * dims.num_kv_heads);
-  const int64_t want = std::max<int64_t>(1, (2 * SmCount() + ctas - 1) / ctas);
+  const int64_t want = std::max<int64_t>(1, 2 * SmCount() / ctas);
   const int64_t rounds = std::max<int64_t>(1, (max_keys + kRound - 1) / kRound);
   const int64_t per = (rounds + std::min(want, rounds) - 1) / std::min(want, rounds);
   const int64_t chunk = per * kRound;

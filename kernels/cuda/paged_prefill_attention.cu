@@ -174,13 +174,20 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
       tile(t, j0, j1, bits);
       bf16* sk = tiles + st * 2 * kBN * D;
       bf16* sv = sk + kBN * D;
-      constexpr int kChunks = D / 8;
-#pragma unroll 4
+      constexpr int kChunks = D / 8, kKeysPerPass = kWarps * 32 / kChunks;
+      // The warp copies 16 keys of the tile over its passes: lane l < 16 looks up the slot of
+      // the l-th of them once, the copy loop takes it by shuffle.
+      const int lk =
+          (lane / (32 / kChunks)) * kKeysPerPass + warp * (32 / kChunks) + lane % (32 / kChunks);
+      const int64_t mine = lane < 16 && j0 + lk < j1 ? attn::SlotOf(a.layout, s, j0 + lk) : 0;
+#pragma unroll
       for (int i = threadIdx.x; i < kBN * kChunks; i += kWarps * 32) {
         const int key = i / kChunks, ch = i % kChunks;
+        const int pass = (i - threadIdx.x) / (kWarps * 32);
+        const int64_t slot = __shfl_sync(0xffffffffu, mine, pass * (32 / kChunks) + lane / kChunks);
         const int64_t j = j0 + key;
         const bool ok = j < j1;
-        const int64_t off = ok ? a.layout.Slot(s, j) * stride + ch * 8 : 0;
+        const int64_t off = ok ? slot * stride + ch * 8 : 0;
         attn::CpAsync16(sk + attn::TileOffset<D>(key, ch), kg + off, ok);
         attn::CpAsync16(sv + attn::TileOffset<D>(key, ch), vg + off, ok);
       }
