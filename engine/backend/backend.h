@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -90,6 +91,14 @@ struct SwigluParams {
   float limit = 7.0f;
 };
 
+// A recorded sequence of ops that replays as one launch (a CUDA graph): it reads and writes the
+// same buffers every time, so the caller rewrites its input buffers before each Replay.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  virtual void Replay() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -107,6 +116,19 @@ class Backend {
   // concatenated along dimension 0, form `shape` (gate/up fusion, expert stacking). Reads the
   // (mmapped) views once; no intermediate copy.
   virtual DeviceTensor UploadWeight(std::span<const TensorView> parts, Shape shape) = 0;
+
+  // ---- step workspace and recorded steps (the defaults: none; GPU backends implement them) ----
+  // Reserves `bytes` of scratch once; between BeginStep and EndStep, Alloc hands out pieces of
+  // it (reset at each BeginStep) instead of allocating, so tensors made in a step must not
+  // outlive it.
+  virtual void ReserveStepWorkspace(size_t /*bytes*/) {}
+  virtual void BeginStep() {}
+  virtual void EndStep() {}
+  // Records `ops` (issued between BeginStep and EndStep, nothing run) into a graph; null when
+  // this backend cannot record or the ops cannot be recorded (a host synchronization inside).
+  virtual std::unique_ptr<StepGraph> Record(const std::function<void()>& /*ops*/) {
+    return nullptr;
+  }
 
   // Built once per step: uploads the batch layout and the text rotary rows
   // (cos/sin host arrays [rows, rotary_dim]).

@@ -18,7 +18,7 @@ int RunServe(const std::vector<std::string>& args) {
   for (const char* o :
        {"model", "port", "host", "device", "max-num-seqs", "max-batched-tokens", "kv-pages",
         "kv-memory", "page-size", "max-prefill-chunk", "max-waiting", "encoder-cache-mb",
-        "max-message-mb", "served-model-name", "gpu-memory-fraction"})
+        "max-message-mb", "served-model-name", "gpu-memory-fraction", "cuda-graphs"})
     p.AddOption(o);
   p.AddFlag("no-prefix-caching");
   p.Parse(args);
@@ -65,6 +65,14 @@ int RunServe(const std::vector<std::string>& args) {
   RunnerOptions ro;
   ro.device = p.Get("device").value_or("cpu");
   const bool gpu = ro.device != "cpu";
+  ro.max_num_seqs = cfg.scheduler.max_num_seqs;
+  ro.max_batched_tokens = cfg.scheduler.max_batched_tokens;
+  const std::string graphs = p.Get("cuda-graphs").value_or("on");
+  Require(graphs == "on" || graphs == "off", ErrorCode::kInvalidArgument,
+          "--cuda-graphs must be 'on' or 'off', not '" + graphs + "'");
+  Require(gpu || !p.Has("cuda-graphs"), ErrorCode::kInvalidArgument,
+          "--cuda-graphs needs a GPU --device (cuda or cuda:N)");
+  ro.cuda_graphs = graphs == "on";
   Require(gpu || !p.Has("gpu-memory-fraction"), ErrorCode::kInvalidArgument,
           "--gpu-memory-fraction needs a GPU --device (cuda or cuda:N)");
   Require(!(p.Has("gpu-memory-fraction") && (p.Has("kv-pages") || p.Has("kv-memory"))),

@@ -25,8 +25,8 @@ std::string Str(int64_t v) {
 }  // namespace
 
 M3DecoderGraph::M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights,
-                               backend::Backend& backend)
-    : config_(config), w_(weights), backend_(backend) {
+                               backend::Backend& backend, const DecoderStepLimits& limits)
+    : config_(config), w_(weights), backend_(backend), limits_(limits) {
   inv_freq_ = kernels::cpu::RopeInverseFrequencies(config.text.rotary_dim, config.text.rope_theta);
 }
 
@@ -48,16 +48,72 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
           "KV cache: page size " + Str(page_size) + " does not divide the MSA block size " +
               Str(t.index_block_size));
   kv_.clear();
+  graphs_.reset();
+  backend_.ReserveStepWorkspace(0);
   const DType dt = backend_.activation_dtype();
+  // With decode graphs, page num_pages takes the padding rows' K/V (no sequence owns it).
+  const int64_t stored = num_pages + (limits_.graphs ? 1 : 0);
   for (bool sparse : t.sparse_attention) {
     backend::LayerKvCache c;
-    c.k = backend_.Alloc(dt, {num_pages, page_size, t.num_key_value_heads, t.head_dim});
-    c.v = backend_.Alloc(dt, {num_pages, page_size, t.num_key_value_heads, t.head_dim});
-    if (sparse) c.index_k = backend_.Alloc(dt, {num_pages, page_size, t.index_head_dim});
+    c.k = backend_.Alloc(dt, {stored, page_size, t.num_key_value_heads, t.head_dim});
+    c.v = backend_.Alloc(dt, {stored, page_size, t.num_key_value_heads, t.head_dim});
+    if (sparse) c.index_k = backend_.Alloc(dt, {stored, page_size, t.index_head_dim});
     kv_.push_back(std::move(c));
   }
   num_pages_ = num_pages;
   page_size_ = page_size;
+
+  // The step workspace for the largest step the scheduler makes: max_batched_tokens rows (or
+  // the largest decode bucket), max_num_seqs sequences (logits rows), block tables as wide as
+  // the longest context needs.
+  int64_t width = num_pages;
+  if (t.max_position_embeddings > 0)
+    width = std::min(width, (t.max_position_embeddings + page_size - 1) / page_size);
+  int64_t rows = std::max<int64_t>(limits_.max_batched_tokens, 1);
+  int64_t seqs = std::max<int64_t>(limits_.max_num_seqs, 1);
+  if (limits_.graphs) {
+    graphs_ = std::make_unique<DecodeGraphCache>(backend_, seqs, width, page_size,
+                                                 static_cast<int32_t>(num_pages), t.rotary_dim);
+    width = graphs_->max_width();
+    seqs = std::max(seqs, graphs_->max_rows());
+    rows = std::max(rows, seqs);
+  }
+  backend_.ReserveStepWorkspace(StepWorkspaceBytes(rows, seqs, width, seqs));
+}
+
+size_t M3DecoderGraph::StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t width,
+                                          int64_t logit_rows) const {
+  const TextConfig& t = config_.text;
+  const int64_t act = static_cast<int64_t>(DTypeSize(backend_.activation_dtype()));
+  int64_t total = 0;
+  auto add = [&](int64_t bytes) { total += (std::max<int64_t>(bytes, 1) + 255) / 256 * 256; };
+  // The metadata (PrepareStep) and the token ids.
+  for (int64_t b : {rows * 4, (seqs + 1) * 4, seqs * 4, seqs * width * 4, rows * 8,
+                    rows * t.rotary_dim * 4, rows * t.rotary_dim * 4, rows * 4})
+    add(b);
+  const int64_t H = t.hidden_size, D = t.head_dim, Hq = t.num_attention_heads;
+  const int64_t Hkv = t.num_key_value_heads, Hi = t.index_n_heads, Di = t.index_head_dim;
+  add(rows * H * act);                                     // h
+  add(rows * H * act);                                     // x
+  add(rows * ((Hq + 2 * Hkv) * D + (Hi + 1) * Di) * act);  // qkv
+  add(rows * Hq * D * act);                                // q
+  add(rows * Hq * D * act);                                // att
+  add(rows * H * act);                                     // delta
+  add(rows * Hi * Di * act);                               // index q
+  add(Hi * rows * t.index_topk_blocks * 4);
+  add(rows * 2 * t.dense_intermediate_size * act);
+  add(rows * t.dense_intermediate_size * act);
+  add(rows * 2 * t.shared_intermediate_size * act);
+  add(rows * t.shared_intermediate_size * act);
+  add(rows * t.num_local_experts * 4);
+  add(rows * t.num_experts_per_tok * 4);
+  add(rows * t.num_experts_per_tok * 4);
+  // The LM head rows: the index, the gathered rows, the logits.
+  add(logit_rows * 4);
+  add(logit_rows * H * act);
+  add(logit_rows * t.vocab_size * 4);
+  // Uploads of bf16 tensors stage through a float32 copy (rotary rows are float32 already).
+  return static_cast<size_t>(total + (int64_t{4} << 20));
 }
 
 void M3DecoderGraph::Validate(const ForwardBatch& b) const {
@@ -139,24 +195,55 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
                              const CaptureRequest& capture) {
   Validate(b);
   const TextConfig& t = config_.text;
-  const int64_t rows = b.num_rows(), H = t.hidden_size, D = t.head_dim;
+  const int64_t rows = b.num_rows(), rot = t.rotary_dim;
+  backend::Backend& be = backend_;
+
+  // Once per step: the rotary rows.
+  std::vector<float> cos(rows * rot), sin(rows * rot);
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::cpu::RopeCosSin(b.positions[r], inv_freq_, cos.data() + r * rot, sin.data() + r * rot);
+
+  // Decode-only steps (one row per sequence, each row's logits wanted, no media, nothing to
+  // capture) replay their bucket's recorded graph.
+  const int64_t n = static_cast<int64_t>(b.logits_rows.size());
+  if (graphs_ && b.num_decodes == b.num_seqs() && rows == b.num_seqs() && n == rows &&
+      b.media.empty() && !capture.out) {
+    const auto forward = [this](const backend::StepMetadata& meta, const DeviceTensor& ids) {
+      return Forward(meta, ids, {}, nullptr, CaptureRequest{});
+    };
+    if (graphs_->Run(b, cos, sin, forward, take)) return;
+  }
+
+  be.BeginStep();
+  struct EndStep {
+    backend::Backend& be;
+    ~EndStep() { be.EndStep(); }
+  } end_step{be};
+  backend::StepMetadata meta = be.PrepareStep(b, page_size_, cos, sin, rot);
+  DeviceTensor ids = be.Alloc(DType::kI32, {rows});
+  be.Upload(b.token_ids.data(), ids);
+  const DeviceTensor out = Forward(meta, ids, b.media, &b.logits_rows, capture);
+  // `out` stays valid until the next BeginStep; what the sink allocates (device sampling's
+  // scratch) is not the step's and must not count against its workspace.
+  be.EndStep();
+  if (n > 0) take(out);
+}
+
+DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const DeviceTensor& ids,
+                                     const std::vector<MediaSpan>& media,
+                                     const std::vector<int32_t>* logits_rows,
+                                     const CaptureRequest& capture) {
+  const TextConfig& t = config_.text;
+  const int64_t rows = meta.rows, H = t.hidden_size, D = t.head_dim;
   const int64_t Hq = t.num_attention_heads, Hkv = t.num_key_value_heads, rot = t.rotary_dim;
   const int64_t Hi = t.index_n_heads, Di = t.index_head_dim;
   const float eps = static_cast<float>(t.rms_norm_eps);
   backend::Backend& be = backend_;
   const DType f32 = be.activation_dtype();
 
-  // Once per step: the rotary rows and the batch layout.
-  std::vector<float> cos(rows * rot), sin(rows * rot);
-  for (int64_t r = 0; r < rows; ++r)
-    kernels::cpu::RopeCosSin(b.positions[r], inv_freq_, cos.data() + r * rot, sin.data() + r * rot);
-  backend::StepMetadata meta = be.PrepareStep(b, page_size_, cos, sin, rot);
-
-  DeviceTensor ids = be.Alloc(DType::kI32, {rows});
-  be.Upload(b.token_ids.data(), ids);
   DeviceTensor h = be.Alloc(f32, {rows, H});
   be.Embedding(w_.embed_tokens, ids, h);
-  for (const MediaSpan& m : b.media) {
+  for (const MediaSpan& m : media) {
     const auto& feats = static_cast<const backend::DeviceEncoderOutput&>(*m.features).features();
     be.CopyRows(feats, m.offset, h, m.row, m.length);
   }
@@ -257,18 +344,18 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
   if (capture.out && capture.hidden_states)
     capture_float("hidden_states." + Str(static_cast<int64_t>(w_.layers.size())), x);
 
-  const int64_t n = static_cast<int64_t>(b.logits_rows.size()), V = t.vocab_size;
-  if (n == 0) return;
+  const int64_t n = logits_rows ? static_cast<int64_t>(logits_rows->size()) : rows;
+  const int64_t V = t.vocab_size;
   DeviceTensor picked = x;
-  if (n != rows) {
+  if (n != rows && n > 0) {
     DeviceTensor index = be.Alloc(DType::kI32, {n});
-    be.Upload(b.logits_rows.data(), index);
+    be.Upload(logits_rows->data(), index);
     picked = be.Alloc(f32, {n, H});
     be.GatherRows(x, index, picked);
   }
   DeviceTensor out = be.Alloc(DType::kF32, {n, V});  // float32 logits on every backend
-  be.Linear(picked, w_.lm_head, nullptr, out);
-  take(out);
+  if (n > 0) be.Linear(picked, w_.lm_head, nullptr, out);
+  return out;
 }
 
 }  // namespace m3::engine::minimax_m3

@@ -6,28 +6,44 @@
 // sparse attention) -> o_proj -> add + RMSNorm -> dense SwiGLU-OAI MLP or sigmoid-routed MoE
 // (grouped experts + shared expert); then the final norm and the LM head on logits_rows only.
 // The per-step metadata (layout, rotary rows) is built once per step and shared by all layers.
+// Step activations come from the backend's step workspace, sized once when the KV cache is
+// allocated; decode-only steps replay recorded graphs (decode_graph_cache.h) when enabled.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/minimax_m3/decode_graph_cache.h"
 #include "engine/minimax_m3/m3_model_weights.h"
 #include "engine/runtime/model_runner.h"
 #include "shared/model_config.h"
 
 namespace m3::engine::minimax_m3 {
 
+// What the step workspace and the decode graphs are sized for (RunnerOptions).
+struct DecoderStepLimits {
+  int64_t max_num_seqs = 64;
+  int64_t max_batched_tokens = 2048;
+  bool graphs = false;  // record decode steps (on backends that can)
+};
+
 class M3DecoderGraph {
  public:
   M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights,
-                 backend::Backend& backend);
+                 backend::Backend& backend, const DecoderStepLimits& limits = {});
 
   int64_t KvBytesPerPage(int64_t page_size) const;
+  // Also (re)sizes the step workspace and resets the recorded decode graphs. With graphs on,
+  // one page beyond num_pages takes the padding rows' K/V.
   void AllocateKvCache(int64_t num_pages, int64_t page_size);
   int64_t num_pages() const { return num_pages_; }
   int64_t page_size() const { return page_size_; }
+  // Layer `layer`'s paged KV storage (benchmarks fill it with random contexts).
+  const backend::LayerKvCache& kv_cache(size_t layer) const { return kv_.at(layer); }
+  const DecodeGraphCache* decode_graphs() const { return graphs_.get(); }
 
   // Throws kInvalidArgument on a malformed batch (see ModelRunner::Execute).
   void Execute(const ForwardBatch& batch, std::vector<float>& logits,
@@ -39,6 +55,15 @@ class M3DecoderGraph {
 
  private:
   void Validate(const ForwardBatch& b) const;
+  // The device part of a step: embeddings (media spans of `media`), the layers, the final norm
+  // and the LM head on `logits_rows` (null: every row), returning float32 logits.
+  backend::DeviceTensor Forward(const backend::StepMetadata& meta, const backend::DeviceTensor& ids,
+                                const std::vector<MediaSpan>& media,
+                                const std::vector<int32_t>* logits_rows,
+                                const CaptureRequest& capture);
+  // Bytes of step workspace that Forward (and the metadata upload) take at most for a step of
+  // `rows` rows, `seqs` sequences, block tables `width` pages wide and `logit_rows` logits rows.
+  size_t StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t width, int64_t logit_rows) const;
 
   const ModelConfig& config_;
   const M3ModelWeights& w_;
@@ -47,6 +72,8 @@ class M3DecoderGraph {
   std::vector<backend::LayerKvCache> kv_;
   int64_t num_pages_ = 0;
   int64_t page_size_ = 0;
+  DecoderStepLimits limits_;
+  std::unique_ptr<DecodeGraphCache> graphs_;  // null: graphs off
 };
 
 }  // namespace m3::engine::minimax_m3

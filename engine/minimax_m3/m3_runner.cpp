@@ -19,11 +19,17 @@ namespace {
 
 class M3Runner : public ModelRunner {
  public:
-  M3Runner(ModelConfig config, std::unique_ptr<backend::Backend> be, const WeightStore& store)
+  M3Runner(ModelConfig config, std::unique_ptr<backend::Backend> be, const WeightStore& store,
+           const RunnerOptions& options)
       : config_(std::move(config)), backend_(std::move(be)) {
     LoadReport report;
     weights_ = LoadM3ModelWeights(store, config_, *backend_, report);
-    graph_ = std::make_unique<M3DecoderGraph>(config_, weights_, *backend_);
+    DecoderStepLimits limits;
+    limits.max_num_seqs = options.max_num_seqs;
+    limits.max_batched_tokens = options.max_batched_tokens;
+    // Graphs where the backend records them (CUDA); the CPU backend runs op by op.
+    limits.graphs = options.cuda_graphs && backend_->name().rfind("cuda", 0) == 0;
+    graph_ = std::make_unique<M3DecoderGraph>(config_, weights_, *backend_, limits);
     const TextConfig& t = config_.text;
     const VisionConfig& v = config_.vision;
     info_.architecture = config_.model_type;
@@ -108,7 +114,6 @@ class M3Runner : public ModelRunner {
   void Execute(const ForwardBatch& batch, std::vector<float>& logits) override {
     graph_->Execute(batch, logits, capture_);
   }
-
   // Sampled on the backend where the logits lie (SampleRows).
   void ExecuteAndSample(const ForwardBatch& batch, std::span<const SampleRow> rows,
                         std::vector<SampledToken>& out) override {
@@ -138,7 +143,7 @@ std::unique_ptr<ModelRunner> LoadMiniMaxM3Runner(const std::string& model_dir,
   std::unique_ptr<backend::Backend> be = backend::MakeBackend(options.device);
   ModelConfig config = LoadModelConfig(model_dir);
   WeightStore store = WeightStore::OpenDirectory(model_dir);
-  return std::make_unique<M3Runner>(std::move(config), std::move(be), store);
+  return std::make_unique<M3Runner>(std::move(config), std::move(be), store, options);
 }
 
 }  // namespace m3::engine::minimax_m3

@@ -132,6 +132,13 @@ struct RunnerOptions {
   // has no code for, kUnavailable when no CUDA driver / GPU is usable, kResourceExhausted when
   // the weights do not fit in GPU memory.
   std::string device = "cpu";
+  // The scheduler's step limits, which the runner sizes its preallocated step workspace and its
+  // CUDA graph buckets for (a larger step still runs, allocating what it needs).
+  int64_t max_num_seqs = 64;
+  int64_t max_batched_tokens = 2048;
+  // GPU backends: decode-only steps replay CUDA graphs recorded per (rows, block-table width)
+  // bucket; other steps run op by op.
+  bool cuda_graphs = true;
 };
 
 // Opens a model directory and builds the runner for its config.json model_type on the chosen

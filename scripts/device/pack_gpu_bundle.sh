@@ -9,13 +9,14 @@
 # Usage: scripts/device/pack_gpu_bundle.sh BUILD_DIR
 #   BUILD_DIR configured with -DM3_CUDA=ON -DM3_USE_BLAS=OFF and built with
 #   --target m3-engine cuda_test cuda_serve_test
+#   env EXTRA_BINS: more programs of BUILD/bin to pack (e.g. "m3-bench-serve")
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="$(cd "$1" && pwd)"
 STAGE="$(mktemp -d)"
 mkdir -p "$STAGE/bin" "$STAGE/lib"
 echo "$BUILD" >"$STAGE/BUILD_DIR"
-for b in m3-engine cuda_test cuda_serve_test; do
+for b in m3-engine cuda_test cuda_serve_test ${EXTRA_BINS:-}; do
   strip -o "$STAGE/bin/$b" "$BUILD/bin/$b"
 done
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libz\.|libssl\.|libcrypto\.|libcublas|libcudart)'

@@ -1,6 +1,8 @@
 // CudaBackend: device checks at construction, a context (stream, cuBLAS handle, live-bytes
 // counter) shared by every buffer so buffers may outlive the backend object (encoder cache
-// entries), stream-ordered allocation for activations, cudaMalloc for weights, weight upload
+// entries), activations from the step workspace between BeginStep and EndStep (one cudaMalloc
+// sized by the runner; stream-ordered allocation outside steps and beyond it), CUDA graph
+// recording of steps (cuda_graph.h), cudaMalloc for weights, weight upload
 // through two pinned staging buffers filled by several threads, and shape checks before each kernel
 // (kInternal: a bug).
 #include "engine/backend/cuda/cuda_backend.h"
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cuda/cuda_graph.h"
 #include "engine/backend/cuda/cuda_sampling.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cuda/elementwise.cuh"
@@ -28,6 +31,7 @@
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/segment_attention.cuh"
 #include "kernels/cuda/swiglu.cuh"
+#include "shared/log.h"
 
 namespace m3::engine::backend {
 namespace {
@@ -101,11 +105,13 @@ struct Context {
   std::string name;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  void* blas_workspace = nullptr;
   std::atomic<size_t> live{0};
   ~Context() {
     TryBindDevice(device);
     if (stream) cudaStreamSynchronize(stream);
     if (blas) cublasDestroy(blas);
+    if (blas_workspace) cudaFree(blas_workspace);
     if (stream) cudaStreamDestroy(stream);
   }
 };
@@ -173,6 +179,12 @@ class CudaBackend : public Backend {
     Require(cublasCreate(&ctx_->blas) == CUBLAS_STATUS_SUCCESS, ErrorCode::kUnavailable,
             "cuBLAS could not be initialized on " + ctx_->name);
     cublasSetStream(ctx_->blas, ctx_->stream);
+    // cuBLAS's own workspace, fixed: a GEMM recorded into a CUDA graph keeps the address it
+    // was captured with, so it must not come from a per-call allocation.
+    CudaCheck(cudaMalloc(&ctx_->blas_workspace, kBlasWorkspaceBytes), "cuBLAS workspace");
+    Require(cublasSetWorkspace(ctx_->blas, ctx_->blas_workspace, kBlasWorkspaceBytes) ==
+                CUBLAS_STATUS_SUCCESS,
+            ErrorCode::kUnavailable, "cuBLAS workspace could not be set on " + ctx_->name);
     // Activation buffers come and go every step: keep freed pool memory for reuse.
     cudaMemPool_t pool;
     if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
@@ -189,7 +201,48 @@ class CudaBackend : public Backend {
   size_t allocated_bytes() const override { return ctx_->live; }
 
   DeviceTensor Alloc(DType dtype, Shape shape) override {
+    if (in_step_ && workspace_) {
+      DeviceTensor t;
+      t.dtype = dtype;
+      t.shape = std::move(shape);
+      const size_t need = (std::max<size_t>(t.bytes(), 1) + 255) / 256 * 256;
+      if (workspace_used_ + need <= workspace_->bytes()) {
+        t.buffer = workspace_;
+        t.offset = workspace_used_;
+        workspace_used_ += need;
+        return t;
+      }
+      // A recorded step may not allocate (its addresses are replayed): the workspace sizing is
+      // wrong, a bug. An eager step still runs, on stream-ordered allocations.
+      Check(!recording_, "the step workspace is too small for a recorded step");
+      if (!workspace_overflow_logged_)
+        Log(LogLevel::kWarn, "cuda backend: a step needs more than the ", MiB(workspace_->bytes()),
+            " step workspace; allocating beyond it");
+      workspace_overflow_logged_ = true;
+      return Make(t.dtype, std::move(t.shape), false);
+    }
     return Make(dtype, std::move(shape), false);
+  }
+
+  void ReserveStepWorkspace(size_t bytes) override {
+    workspace_.reset();
+    if (bytes == 0) return;
+    workspace_ = std::make_shared<CudaBuffer>(bytes, true, ctx_);
+    Log(LogLevel::kInfo, "cuda backend: ", MiB(bytes), " step workspace on ", ctx_->name);
+  }
+  void BeginStep() override {
+    in_step_ = true;
+    workspace_used_ = 0;
+  }
+  void EndStep() override { in_step_ = false; }
+  std::unique_ptr<StepGraph> Record(const std::function<void()>& ops) override {
+    ReleaseStaging();
+    recording_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{recording_};
+    return CaptureCudaGraph(S(), ops);
   }
 
   void Upload(const void* host, const DeviceTensor& dst) override {
@@ -533,6 +586,7 @@ class CudaBackend : public Backend {
 
  private:
   static constexpr size_t kStagingBytes = size_t{32} << 20;
+  static constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
 
   cudaStream_t S() const {
     BindDevice(ctx_->device);
@@ -586,6 +640,9 @@ class CudaBackend : public Backend {
   void* device_staging_[2] = {nullptr, nullptr};
   cudaEvent_t staging_done_[2] = {nullptr, nullptr};
   int next_staging_ = 0;
+  std::shared_ptr<CudaBuffer> workspace_;  // the step workspace (ReserveStepWorkspace)
+  size_t workspace_used_ = 0;
+  bool in_step_ = false, recording_ = false, workspace_overflow_logged_ = false;
 };
 
 }  // namespace
