@@ -5,6 +5,7 @@
 #include "kernels/cuda/paged_decode_attention.cuh"
 
 #include <algorithm>
+#include <atomic>
 
 #include "kernels/cuda/attention_tile.cuh"
 
@@ -176,11 +177,15 @@ __global__ void CombineKernel(const float* part, const float* ml, int64_t splits
   }
 }
 
+// Per device, looked up once: the plan is made on every call.
 int SmCount() {
+  static std::atomic<int> cached[64];
   int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+  if (cudaGetDevice(&dev) != cudaSuccess) return 132;
+  if (dev < 64 && (n = cached[dev].load(std::memory_order_relaxed)) > 0) return n;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
     return 132;
+  if (dev < 64) cached[dev].store(n, std::memory_order_relaxed);
   return n;
 }
 
@@ -188,9 +193,16 @@ template <int D>
 void Launch(const Args& a, int64_t num_decodes, cudaStream_t stream) {
   constexpr size_t smem = SmemBytes<D>();
   static_assert(smem >= (kWarps * 16 * D + kWarps * 32) * sizeof(float), "merge space");
-  // Per device and cheap; not a stream operation, so it is allowed while capturing a graph.
-  cudaFuncSetAttribute(DecodeKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(smem));
+  // Once per device (not a stream operation, so also allowed while capturing a graph).
+  static std::atomic<uint64_t> configured{0};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  const uint64_t bit = dev < 64 ? uint64_t{1} << dev : 0;
+  if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
+    cudaFuncSetAttribute(DecodeKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
+    configured.fetch_or(bit, std::memory_order_relaxed);
+  }
   const dim3 grid(static_cast<unsigned>(num_decodes), static_cast<unsigned>(a.dims.num_kv_heads),
                   static_cast<unsigned>(a.splits));
   DecodeKernel<D><<<grid, kWarps * 32, smem, stream>>>(a);

@@ -2,7 +2,8 @@
 """PyTorch SDPA (flash backend) at the shapes of m3-bench-cuda-attention, on the same GPU in the
 same device call: decode (one query per sequence) at batch 1 and 32 and causal prefill of one
 prompt, at 8K / 32K / 128K context; 64 q / 4 KV heads of 128 (GQA through enable_gqa, so K/V
-are read once per KV head), bf16. Fresh random data per size; CUDA-event medians after warm-up.
+are read once per KV head), bf16. Fresh random data per size; CUDA-event medians after warm-up; decode both eagerly and
+replayed from a CUDA graph of 20 calls (per call), as m3-bench-cuda-attention times it.
 Usage: python3 scripts/device/torch_sdpa_bench.py [--quick]   (--quick: 8K and 32K only)"""
 import sys
 
@@ -27,6 +28,21 @@ def median_ms(fn, warm, runs):
         times.append(a.elapsed_time(b))
     times.sort()
     return times[len(times) // 2]
+
+
+def graph_median_ms(fn, runs, calls=20):
+    """Per call, `fn` captured `calls` times in one CUDA graph: GPU time without launch cost."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return median_ms(g.replay, 2, runs) / calls
 
 
 def sdpa(q, k, v, causal):
@@ -58,9 +74,11 @@ def main():
             k = torch.randn(batch, HKV, ctx + 1, D, device=dev, dtype=torch.bfloat16)
             v = torch.randn_like(k)
             name, fn = sdpa(q, k, v, False)
-            ms = median_ms(fn, 3, 15)
+            eager = median_ms(fn, 3, 15)
+            ms = graph_median_ms(fn, 9)
             gbs = batch * (ctx + 1) * HKV * D * 2 * 2 / ms / 1e6
-            print(f"sdpa decode  batch {batch:<3} ctx {ctx:<7} {ms:9.4f} ms ({gbs:6.0f} GB/s) [{name}]")
+            print(f"sdpa decode  batch {batch:<3} ctx {ctx:<7} graph {ms:9.4f} ms ({gbs:6.0f} GB/s)"
+                  f" | eager {eager:9.4f} ms [{name}]")
             del q, k, v
     for t in ctxs:
         q = torch.randn(1, HQ, t, D, device=dev, dtype=torch.bfloat16)

@@ -3,7 +3,9 @@
 // batch 1 and 32 and prefill of one whole prompt, at 8K / 32K / 128K context, beside the GPU's
 // HBM read bandwidth and its cuBLAS bf16 GEMM rate measured in the same run. Each size gets fresh
 // random data (K/V, q, shuffled pages, random valid selections with the local block); times
-// are CUDA-event medians after warm-up. Sparse prefill runs twice: selections drawn for every
+// are CUDA-event medians after warm-up; decode is timed both eagerly (host launch cost included)
+// and replayed from a CUDA graph of 20 calls (per call: the GPU time, as graph-replayed decode
+// steps see it). Sparse prefill runs twice: selections drawn for every
 // row alone (no two rows share more than chance) and "coherent" (runs of 64 rows share their
 // non-local picks, as neighbouring queries of a real indexer mostly do).
 // Usage: m3-bench-cuda-attention [--quick]  (--quick: 8K and 32K only)
@@ -30,6 +32,8 @@ using m3::kernels::cuda::bf16;
 using m3::kernels::cuda::PagedLayout;
 
 constexpr int64_t kHq = 64, kHkv = 4, kDim = 128, kPage = 128, kTopk = 16;
+
+cudaStream_t g_stream = nullptr;  // every timed call and fill runs on it
 
 void Cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
@@ -80,7 +84,7 @@ __global__ void ReadAll(const int4* p, int64_t n, int* sink) {
 }
 
 void Fill(bf16* p, int64_t n, uint64_t seed, float scale) {
-  FillRandom<<<4096, 256>>>(p, n, seed, scale);
+  FillRandom<<<4096, 256, 0, g_stream>>>(p, n, seed, scale);
   Cuda(cudaGetLastError(), "fill");
 }
 
@@ -92,9 +96,9 @@ double Median(const std::function<void()>& f, int warm, int runs) {
   cudaEventCreate(&b);
   std::vector<double> ms;
   for (int i = 0; i < runs; ++i) {
-    cudaEventRecord(a);
+    cudaEventRecord(a, g_stream);
     f();
-    cudaEventRecord(b);
+    cudaEventRecord(b, g_stream);
     Cuda(cudaEventSynchronize(b), "timed run");
     float t = 0;
     cudaEventElapsedTime(&t, a, b);
@@ -104,6 +108,22 @@ double Median(const std::function<void()>& f, int warm, int runs) {
   cudaEventDestroy(b);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+// The same for `f` captured kCalls times in one CUDA graph, per call: the GPU time of a call
+// without its host launch cost, as decode steps replayed from graphs run.
+double MedianGraph(const std::function<void()>& f, int runs) {
+  constexpr int kCalls = 20;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  Cuda(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal), "capture");
+  for (int i = 0; i < kCalls; ++i) f();
+  Cuda(cudaStreamEndCapture(g_stream, &graph), "end capture");
+  Cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  const double ms = Median([&] { cudaGraphLaunch(exec, g_stream); }, 2, runs);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return ms / kCalls;
 }
 
 template <class T>
@@ -154,7 +174,9 @@ double HbmReadGBs() {
   int4* p = Alloc<int4>(bytes / 16);
   int* sink = Alloc<int>(1);
   Cuda(cudaMemset(p, 1, bytes), "memset");
-  const double ms = Median([&] { ReadAll<<<132 * 16, 512>>>(p, bytes / 16, sink); }, 2, 7);
+  Cuda(cudaDeviceSynchronize(), "memset");
+  const double ms =
+      Median([&] { ReadAll<<<132 * 16, 512, 0, g_stream>>>(p, bytes / 16, sink); }, 2, 7);
   cudaFree(p);
   cudaFree(sink);
   return bytes / ms / 1e6;
@@ -169,6 +191,7 @@ double GemmTflops() {
   Fill(b, int64_t{n} * n, 2, 1.0f);
   cublasHandle_t h;
   cublasCreate(&h);
+  cublasSetStream(h, g_stream);
   const float one = 1.0f, zero = 0.0f;
   const double ms = Median(
       [&] {
@@ -195,32 +218,31 @@ void Decode(int64_t batch, int64_t ctx, double hbm_gbs, uint32_t seed) {
   Fill(v, kv, seed + 2, 1.0f);
   Fill(q, batch * kHq * kDim, seed + 3, 2.0f);
   int32_t* sel = Alloc<int32_t>(kHkv * batch * kTopk);
-  FillSelections<<<64, 256>>>(sel, batch, ctx, 0, seed + 4, 1);
+  FillSelections<<<64, 256, 0, g_stream>>>(sel, batch, ctx, 0, seed + 4, 1);
   const size_t dense_ws = m3::kernels::cuda::PagedAttentionWorkspaceBytes(st.layout, kDims, 0);
   const size_t sparse_ws = m3::kernels::cuda::PagedAttentionWorkspaceBytes(st.layout, kDims, kTopk);
   void* ws = Alloc<unsigned char>(static_cast<int64_t>(std::max(dense_ws, sparse_ws)) + 16);
-  const double dense = Median(
-      [&] {
-        m3::kernels::cuda::PagedAttention(q, k, v, st.layout, kDims, out, nullptr,
-                                          AttentionWorkspace{ws, dense_ws});
-      },
-      3, 15);
-  const double sparse = Median(
-      [&] {
-        m3::kernels::cuda::PagedBlockSparseAttention(q, k, v, st.layout, kDims, sel, kTopk, kPage,
-                                                     out, nullptr,
-                                                     AttentionWorkspace{ws, sparse_ws});
-      },
-      3, 15);
+  auto dense_call = [&] {
+    m3::kernels::cuda::PagedAttention(q, k, v, st.layout, kDims, out, g_stream,
+                                      AttentionWorkspace{ws, dense_ws});
+  };
+  auto sparse_call = [&] {
+    m3::kernels::cuda::PagedBlockSparseAttention(q, k, v, st.layout, kDims, sel, kTopk, kPage, out,
+                                                 g_stream, AttentionWorkspace{ws, sparse_ws});
+  };
+  const double dense_eager = Median(dense_call, 3, 15), sparse_eager = Median(sparse_call, 3, 15);
+  const double dense = MedianGraph(dense_call, 9), sparse = MedianGraph(sparse_call, 9);
   Cuda(cudaDeviceSynchronize(), "decode");
   const double dense_bytes = double(batch) * (ctx + 1) * kHkv * kDim * 2 * 2;
   const double sparse_bytes = double(batch) * kHkv * kTopk * kPage * kDim * 2 * 2;
   const double roof = dense_bytes / hbm_gbs / 1e6;
   std::printf(
-      "decode   batch %-3lld ctx %-7lld dense %9.4f ms (%6.0f GB/s, %4.0f%% of roofline %.4f ms)  "
-      "sparse %8.4f ms (%6.0f GB/s)  dense/sparse %6.1fx\n",
+      "decode   batch %-3lld ctx %-7lld graph: dense %8.4f ms (%5.0f GB/s, %3.0f%% of roofline "
+      "%.4f ms)  sparse %7.4f ms (%5.0f GB/s)  dense/sparse %5.1fx | eager: dense %8.4f ms  "
+      "sparse %7.4f ms\n",
       static_cast<long long>(batch), static_cast<long long>(ctx), dense, dense_bytes / dense / 1e6,
-      100.0 * roof / dense, roof, sparse, sparse_bytes / sparse / 1e6, dense / sparse);
+      100.0 * roof / dense, roof, sparse, sparse_bytes / sparse / 1e6, dense / sparse, dense_eager,
+      sparse_eager);
   for (void* p : {static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(q),
                   static_cast<void*>(out), static_cast<void*>(sel), ws})
     cudaFree(p);
@@ -236,15 +258,16 @@ void Prefill(int64_t t, uint32_t seed, int runs) {
   Fill(v, kv, seed + 2, 1.0f);
   Fill(q, t * kHq * kDim, seed + 3, 2.0f);
   int32_t* sel = Alloc<int32_t>(kHkv * t * kTopk);
-  const double dense = Median(
-      [&] { m3::kernels::cuda::PagedAttention(q, k, v, st.layout, kDims, out, nullptr); }, 1, runs);
+  const double dense =
+      Median([&] { m3::kernels::cuda::PagedAttention(q, k, v, st.layout, kDims, out, g_stream); },
+             1, runs);
   double sparse[2];
   for (int c = 0; c < 2; ++c) {
-    FillSelections<<<4096, 256>>>(sel, t, 0, 1, seed + 4 + c, c == 0 ? 1 : 64);
+    FillSelections<<<4096, 256, 0, g_stream>>>(sel, t, 0, 1, seed + 4 + c, c == 0 ? 1 : 64);
     sparse[c] = Median(
         [&] {
           m3::kernels::cuda::PagedBlockSparseAttention(q, k, v, st.layout, kDims, sel, kTopk, kPage,
-                                                       out, nullptr);
+                                                       out, g_stream);
         },
         1, runs);
   }
@@ -273,6 +296,7 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     Cuda(cudaGetDeviceProperties(&prop, 0), "device");
     std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    Cuda(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "stream");
     const double hbm = HbmReadGBs();
     std::printf("HBM read %.0f GB/s; cuBLAS bf16 GEMM 8192^3 %.0f TFLOP/s\n", hbm, GemmTflops());
     std::vector<int64_t> ctxs = {8192, 32768};
