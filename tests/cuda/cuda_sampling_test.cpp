@@ -4,16 +4,20 @@
 // top-p, min-p, all three, penalties, min_tokens masks, an all-masked row) must pick the same
 // token, except where the draw lands within rounding of a CDF boundary or the top-p cut is
 // within rounding of its target (counted by a sort-based reference and printed); logprobs and
-// the top-n within 1e-4. The device uniform must equal CounterUniform bit for bit.
+// the top-n within 1e-4. The device uniform must equal CounterUniform bit for bit. Through the
+// serving runtime, the CUDA runner sampling on the device gives the seeded tokens that sampling
+// its downloaded logits on the host gives.
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -22,7 +26,10 @@
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/make_backend.h"
 #include "engine/runtime/counter_rng.h"
+#include "engine/runtime/engine_core.h"
 #include "kernels/cuda/sampling.cuh"
+#include "tests/cuda/demo_prompts.h"
+#include "tests/test_util.h"
 
 namespace m3::test {
 namespace {
@@ -293,6 +300,128 @@ TEST_CASE("device sampling: every token masked falls back to the raw argmax; emp
   DeviceTensor none = gpu->Alloc(DType::kF32, {0, V});
   gpu->SampleRows(none, {}, got);
   CHECK(got.empty());
+}
+
+// A runner that returns logits only, so EngineCore samples them on the host (ModelRunner's
+// default ExecuteAndSample): the reference for the device sampling path.
+class HostSampled : public engine::ModelRunner {
+ public:
+  explicit HostSampled(std::unique_ptr<engine::ModelRunner> r) : r_(std::move(r)) {}
+  const engine::RunnerInfo& info() const override { return r_->info(); }
+  std::vector<engine::MediaSegment> SplitMedia(bool video,
+                                               std::array<int64_t, 3> grid) const override {
+    return r_->SplitMedia(video, grid);
+  }
+  std::shared_ptr<const engine::EncoderOutput> Encode(
+      const float* patches, const engine::MediaSegment& segment) override {
+    return r_->Encode(patches, segment);
+  }
+  int64_t KvBytesPerPage(int64_t page_size) const override { return r_->KvBytesPerPage(page_size); }
+  void AllocateKvCache(int64_t pages, int64_t page_size) override {
+    r_->AllocateKvCache(pages, page_size);
+  }
+  int64_t num_pages() const override { return r_->num_pages(); }
+  int64_t page_size() const override { return r_->page_size(); }
+  void Execute(const engine::ForwardBatch& b, std::vector<float>& logits) override {
+    r_->Execute(b, logits);
+  }
+  void SetCapture(const engine::CaptureRequest& c) override { r_->SetCapture(c); }
+
+ private:
+  std::unique_ptr<engine::ModelRunner> r_;
+};
+
+struct Completion {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<std::vector<std::pair<int32_t, float>>> top;
+};
+
+// Each request alone (the same steps on both engines), seeded sampling.
+std::vector<Completion> Complete(engine::EngineCore& core,
+                                 const std::vector<engine::EngineRequest>& reqs) {
+  std::vector<Completion> out;
+  for (const engine::EngineRequest& r : reqs) {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Completion c;
+    std::string error;
+    core.Submit(r, [&](engine::RequestOutput&& o) {
+      std::lock_guard<std::mutex> lock(mu);
+      c.tokens.insert(c.tokens.end(), o.tokens.begin(), o.tokens.end());
+      for (const SampledToken& t : o.logprobs)
+        c.logprobs.push_back(t.logprob), c.top.push_back(t.top);
+      if (o.finish != engine::FinishReason::kNone) {
+        error = o.error;
+        done = true;
+        cv.notify_all();
+      }
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    INFO(r.id << ": " << error);
+    CHECK(error.empty());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+TEST_CASE("serving on the CUDA runner: device sampling gives the host-sampled seeded tokens") {
+  engine::RunnerOptions ro;
+  ro.device = "cuda";
+  engine::EngineConfig cfg;
+  cfg.kv_pages = 256;
+  cfg.page_size = 16;
+  engine::EngineCore device(engine::LoadModelRunner(DataPath("demo-model/model"), ro), cfg);
+  engine::EngineCore host(
+      std::make_unique<HostSampled>(engine::LoadModelRunner(DataPath("demo-model/model"), ro)),
+      cfg);
+  std::vector<engine::EngineRequest> reqs;
+  uint64_t seed = 11;
+  for (const DemoPrompt& p : DemoPrompts()) {
+    if (p.inputs.images || p.inputs.videos) continue;
+    for (int variant = 0; variant < 3; ++variant) {
+      engine::EngineRequest r;
+      r.id = p.name + "/" + std::to_string(variant);
+      r.prompt.assign(p.inputs.input_ids.begin(), p.inputs.input_ids.end());
+      SamplingParams& s = r.sampling;
+      s.seed = seed++;
+      s.max_tokens = 24;
+      s.return_logprobs = true;
+      s.logprobs = 3;
+      s.temperature = 0.8 + 0.2 * variant;
+      if (variant == 0) s.top_k = 20, s.top_p = 0.9;
+      if (variant == 1) s.min_p = 0.05, s.repetition_penalty = 1.2, s.presence_penalty = 0.3;
+      if (variant == 2) s.frequency_penalty = 0.4, s.min_tokens = 8;
+      for (int64_t e : device.info().eos_token_ids)
+        s.eos_token_ids.push_back(static_cast<int32_t>(e));
+      reqs.push_back(std::move(r));
+    }
+  }
+  REQUIRE(!reqs.empty());
+  const std::vector<Completion> got = Complete(device, reqs), want = Complete(host, reqs);
+  int64_t tokens = 0;
+  double worst = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO(reqs[i].id);
+    CHECK(got[i].tokens == want[i].tokens);
+    if (got[i].tokens != want[i].tokens) continue;
+    tokens += static_cast<int64_t>(got[i].tokens.size());
+    REQUIRE(got[i].logprobs.size() == want[i].logprobs.size());
+    for (size_t j = 0; j < got[i].logprobs.size(); ++j) {
+      worst =
+          std::max(worst, static_cast<double>(std::abs(got[i].logprobs[j] - want[i].logprobs[j])));
+      REQUIRE(got[i].top[j].size() == want[i].top[j].size());
+      for (size_t k = 0; k < got[i].top[j].size(); ++k)
+        CHECK(got[i].top[j][k].first == want[i].top[j][k].first);
+    }
+  }
+  std::printf(
+      "  cuda sampling through EngineCore: %zu seeded requests, %lld tokens equal to host "
+      "sampling of the same logits; worst logprob difference %.2e\n",
+      reqs.size(), static_cast<long long>(tokens), worst);
+  CHECK(worst <= 1e-4);
 }
 
 }  // namespace
