@@ -1,9 +1,15 @@
-// PagedIndexerSelectBlocks: one block per (row, head); its warps take whole key blocks (warp
-// sums per key, the block max kept by the warp), the scores stay in shared memory, and warp 0
-// picks the top k by k rounds of a warp arg-max.
+// PagedIndexerSelect: the fast path (workspace layout: block maxima [rows, heads, max_blocks]
+// f32, then the prefill tiles) and the generic kernel for other shapes: one block per
+// (row, head); its warps take whole key blocks (warp sums per key, the block max kept by the
+// warp), the scores stay in shared memory, and warp 0 picks the top k by k rounds of a warp
+// arg-max.
 #include "kernels/cuda/paged_msa_indexer.cuh"
 
 #include <climits>
+#include <mutex>
+
+#include "kernels/cuda/msa_index_scores.cuh"
+#include "kernels/cuda/msa_index_topk.cuh"
 
 namespace m3::kernels::cuda {
 namespace {
@@ -71,12 +77,18 @@ __global__ void IndexerKernel(const bf16* index_q, const bf16* index_k, PagedLay
   }
 }
 
-}  // namespace
+int64_t MaxBlocks(const PagedLayout& layout, const IndexerParams& p) {
+  return (layout.max_pages * layout.page_size + p.block_size - 1) / p.block_size;
+}
 
-void PagedIndexerSelectBlocks(const bf16* index_q, const bf16* index_k_pages,
-                              const PagedLayout& layout, const IndexerParams& p,
-                              int64_t max_seq_len, int32_t* selected, cudaStream_t stream) {
-  if (layout.rows <= 0) return;
+size_t ScoreBytes(const PagedLayout& layout, const IndexerParams& p) {
+  const size_t n = static_cast<size_t>(layout.rows * p.num_heads * MaxBlocks(layout, p));
+  return (n * sizeof(float) + 255) / 256 * 256;
+}
+
+void GenericSelect(const bf16* index_q, const bf16* index_k_pages, const PagedLayout& layout,
+                   const IndexerParams& p, int64_t max_seq_len, int32_t* selected,
+                   cudaStream_t stream) {
   if (p.head_dim > 32 * kMaxPerLane)
     throw std::runtime_error("MSA indexer: index head_dim above 256 is not supported");
   const int64_t max_blocks = max_seq_len / p.block_size + 1;
@@ -91,6 +103,76 @@ void PagedIndexerSelectBlocks(const bf16* index_q, const bf16* index_k_pages,
   const dim3 grid(static_cast<unsigned>(layout.rows), static_cast<unsigned>(p.num_heads));
   IndexerKernel<<<grid, kWarps * 32, smem, stream>>>(index_q, index_k_pages, layout, p, selected);
   CheckLaunch("PagedIndexerSelectBlocks");
+}
+
+}  // namespace
+
+size_t IndexerWorkspaceBytes(const PagedLayout& layout, const IndexerParams& p) {
+  if (!IndexScoresSupported(p.num_heads, p.head_dim, p.block_size) || layout.rows <= 0) return 0;
+  const size_t tiles = layout.rows == layout.seqs
+                           ? 0
+                           : static_cast<size_t>(IndexPrefillTileBound(layout, p.num_heads));
+  return ScoreBytes(layout, p) + tiles * sizeof(int4);
+}
+
+void PagedIndexerSelect(const bf16* index_q, const IndexKeys& keys, const PagedLayout& layout,
+                        const IndexerParams& p, int64_t max_seq_len, void* workspace,
+                        size_t workspace_bytes, int32_t* selected, cudaStream_t stream) {
+  if (layout.rows <= 0) return;
+  if (!IndexScoresSupported(p.num_heads, p.head_dim, p.block_size)) {
+    if (keys.fp8())
+      throw std::runtime_error(
+          "MSA indexer: FP8 index keys need index head_dim 128, block size 128 and 1, 2, 4 or "
+          "8 index heads");
+    GenericSelect(index_q, keys.bf16_keys, layout, p, max_seq_len, selected, stream);
+    return;
+  }
+  if (workspace_bytes < IndexerWorkspaceBytes(layout, p))
+    throw std::runtime_error("MSA indexer: workspace of " + std::to_string(workspace_bytes) +
+                             " bytes is below the " +
+                             std::to_string(IndexerWorkspaceBytes(layout, p)) + " needed");
+  const int64_t max_blocks = MaxBlocks(layout, p);
+  float* scores = static_cast<float*>(workspace);
+  // rows == seqs: every sequence has one row (a decode step), known without reading the device.
+  const bool all_decode = layout.rows == layout.seqs;
+  IndexScoresDecode(index_q, keys, layout, p.num_heads, max_blocks, all_decode, scores, stream);
+  if (!all_decode) {
+    int4* tiles = reinterpret_cast<int4*>(static_cast<uint8_t*>(workspace) + ScoreBytes(layout, p));
+    const int64_t num_tiles = IndexPrefillTileBound(layout, p.num_heads);
+    IndexPlanPrefillTiles(layout, p.num_heads, tiles, stream);
+    IndexScoresPrefill(index_q, keys, layout, p.num_heads, max_blocks, tiles, num_tiles, scores,
+                       stream);
+  }
+  IndexTopK(scores, layout, p.num_heads, p.block_size, max_blocks, p.topk_blocks, p.local_blocks,
+            selected, stream);
+}
+
+void PagedIndexerSelectBlocks(const bf16* index_q, const bf16* index_k_pages,
+                              const PagedLayout& layout, const IndexerParams& p,
+                              int64_t max_seq_len, int32_t* selected, cudaStream_t stream) {
+  static std::mutex mu;
+  static void* buffer = nullptr;
+  static size_t capacity = 0;
+  const size_t need = IndexerWorkspaceBytes(layout, p);
+  std::lock_guard<std::mutex> lock(mu);
+  if (need > capacity) {
+    // The stream may still use the old buffer: let it finish before the buffer is freed.
+    if (buffer != nullptr) {
+      cudaStreamSynchronize(stream);
+      cudaFree(buffer);
+      buffer = nullptr;
+      capacity = 0;
+    }
+    const size_t grown = need + need / 2;
+    if (cudaMalloc(&buffer, grown) != cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error("MSA indexer: cannot allocate a workspace of " +
+                               std::to_string(grown) + " bytes");
+    }
+    capacity = grown;
+  }
+  PagedIndexerSelect(index_q, IndexKeys{index_k_pages, nullptr, nullptr}, layout, p, max_seq_len,
+                     buffer, capacity, selected, stream);
 }
 
 }  // namespace m3::kernels::cuda

@@ -1,0 +1,447 @@
+// Decode scan: 16 lanes per key (8 dims each, one 16-byte bf16 or 8-byte FP8 load), two keys per
+// warp step and 8 or 16 steps unrolled so enough bytes are in flight to run at HBM speed.
+// Prefill: 8 warps per block, 4 along the 128 query vectors (2 m16 tiles each, their A
+// fragments kept in registers for the whole key range) x 2 along the block's 128 keys (64 each,
+// B fragments by ldmatrix from an XOR-swizzled tile); bf16 tiles double-buffered by cp.async,
+// FP8 tiles loaded into registers one block ahead and converted on the store to shared memory.
+#include <cuda_fp8.h>
+
+#include <cfloat>
+#include <type_traits>
+
+#include "kernels/cuda/msa_index_scores.cuh"
+
+namespace m3::kernels::cuda {
+namespace {
+
+constexpr int kDim = 128;
+constexpr int kBlock = 128;
+constexpr int kDecodeWarps = 4;
+constexpr int kPrefillThreads = 256;
+constexpr int kQueryTile = 128;   // query vectors (rows x heads) per prefill block
+constexpr int kBlocksPerCta = 8;  // key blocks per prefill block
+
+__device__ __forceinline__ void Bf16x8ToFloat(const uint4& raw, float* f) {
+  const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __bfloat1622float2(p[i]);
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
+
+__device__ __forceinline__ float2 Fp8x2ToFloat2(uint16_t pair) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
+  return __half22float2(__half2(h));
+}
+
+__device__ __forceinline__ void Fp8x8ToFloat(const uint2& raw, float* f) {
+  const uint16_t* p = reinterpret_cast<const uint16_t*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = Fp8x2ToFloat2(p[i]);
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
+
+// ---- decode ----
+
+template <int H, bool kFp8>
+__global__ void __launch_bounds__(kDecodeWarps * 32)
+    DecodeScoresKernel(const bf16* index_q, IndexKeys keys, PagedLayout L, int64_t max_blocks,
+                       bool all_rows, float* scores) {
+  constexpr int U = kFp8 ? 16 : 8;  // keys per half-warp in flight
+  using Raw = typename std::conditional<kFp8, uint2, uint4>::type;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane & 15, half = lane >> 4;
+  const int64_t r = blockIdx.x;
+  const int64_t b = int64_t{blockIdx.y} * kDecodeWarps + warp;
+  if (b >= max_blocks) return;
+  const int64_t s = L.SeqOf(r);
+  if (!all_rows && L.query_start[s + 1] - L.query_start[s] != 1) return;
+  const int64_t pos = L.PositionOf(s, r);
+  const int64_t begin = b * kBlock;
+  if (begin > pos) return;
+  const int64_t end = pos + 1 < begin + kBlock ? pos + 1 : begin + kBlock;
+
+  float q[H][8];
+#pragma unroll
+  for (int h = 0; h < H; ++h) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(index_q + (r * H + h) * kDim + sub * 8);
+    Bf16x8ToFloat(raw, q[h]);
+  }
+  float best[H];
+#pragma unroll
+  for (int h = 0; h < H; ++h) best[h] = -INFINITY;
+
+  for (int64_t j0 = begin; j0 < end; j0 += 2 * U) {
+    Raw raw[U];
+    float scale[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t j = j0 + 2 * u + half;
+      scale[u] = 1.0f;
+      if (j < end) {
+        const int64_t slot = L.Slot(s, j);
+        if constexpr (kFp8) {
+          raw[u] = __ldg(reinterpret_cast<const uint2*>(keys.fp8_codes + slot * kDim) + sub);
+          scale[u] = __ldg(keys.fp8_scales + slot);
+        } else {
+          raw[u] = __ldg(reinterpret_cast<const uint4*>(keys.bf16_keys + slot * kDim) + sub);
+        }
+      } else {
+        raw[u] = Raw{};
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float k[8];
+      if constexpr (kFp8)
+        Fp8x8ToFloat(raw[u], k);
+      else
+        Bf16x8ToFloat(raw[u], k);
+      const bool valid = j0 + 2 * u + half < end;
+#pragma unroll
+      for (int h = 0; h < H; ++h) {
+        float d = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) d = fmaf(q[h][i], k[i], d);
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        if (valid) best[h] = fmaxf(best[h], d * scale[u]);
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < H; ++h) {
+    best[h] = fmaxf(best[h], __shfl_xor_sync(0xffffffffu, best[h], 16));
+    if (lane == 0) scores[(r * H + h) * max_blocks + b] = best[h];
+  }
+}
+
+// ---- prefill tiles ----
+
+constexpr int kPlanThreads = 1024;
+
+__global__ void __launch_bounds__(kPlanThreads)
+    PlanTilesKernel(PagedLayout L, int rows_per_tile, int64_t max_tiles, int4* tiles) {
+  __shared__ int64_t scan[kPlanThreads];
+  const int tid = threadIdx.x;
+  int64_t base = 0;
+  for (int64_t s0 = 0; s0 < L.seqs; s0 += kPlanThreads) {
+    const int64_t s = s0 + tid;
+    const int64_t n = s < L.seqs ? L.query_start[s + 1] - L.query_start[s] : 0;
+    const int64_t c = n >= 2 ? (n + rows_per_tile - 1) / rows_per_tile : 0;
+    scan[tid] = c;
+    __syncthreads();
+    for (int o = 1; o < kPlanThreads; o <<= 1) {
+      const int64_t add = tid >= o ? scan[tid - o] : 0;
+      __syncthreads();
+      scan[tid] += add;
+      __syncthreads();
+    }
+    const int64_t off = base + scan[tid] - c;
+    for (int64_t i = 0; i < c; ++i) {
+      const int64_t first = i * rows_per_tile;
+      const int64_t cnt = n - first < rows_per_tile ? n - first : rows_per_tile;
+      tiles[off + i] = make_int4(static_cast<int>(s), static_cast<int>(L.query_start[s] + first),
+                                 static_cast<int>(cnt), 0);
+    }
+    base += scan[kPlanThreads - 1];
+    __syncthreads();
+  }
+  for (int64_t t = base + tid; t < max_tiles; t += kPlanThreads) tiles[t] = make_int4(0, 0, 0, 0);
+}
+
+// ---- prefill scores ----
+
+struct PrefillSmem {
+  bf16 keys[2][kBlock * kDim];  // [key][dim], 16-byte chunks XOR-swizzled by key & 7
+  float scale[2][kBlock];
+  float part[2][kQueryTile];
+};
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ int Swizzled(int key, int chunk) {
+  return key * kDim + ((chunk ^ (key & 7)) * 8);
+}
+
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;  // 0: zero-fill, nothing read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+               "r"(n));
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void CpAsyncWait1() {
+  asm volatile("cp.async.wait_group 1;\n" ::);
+}
+
+__device__ __forceinline__ void Mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t PackBf16(float2 v) {
+  const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+  return *reinterpret_cast<const uint32_t*>(&b);
+}
+
+template <int H, bool kFp8>
+__global__ void __launch_bounds__(kPrefillThreads, 1)
+    PrefillScoresKernel(const bf16* index_q, IndexKeys keys, PagedLayout L, int64_t max_blocks,
+                        const int4* tiles, float* scores) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  PrefillSmem& sm = *reinterpret_cast<PrefillSmem*>(smem_raw);
+  const int4 tile = tiles[blockIdx.x];
+  if (tile.z == 0) return;
+  const int64_t s = tile.x, r0 = tile.y;
+  const int nq = tile.z * H;
+  const int64_t pos0 = L.PositionOf(s, r0), pos_last = pos0 + tile.z - 1;
+  const int64_t b_begin = int64_t{blockIdx.y} * kBlocksPerCta;
+  const int64_t b_last = pos_last / kBlock + 1;
+  const int64_t b_end = b_begin + kBlocksPerCta < b_last ? b_begin + kBlocksPerCta : b_last;
+  if (b_begin >= b_end) return;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wq = warp & 3, wk = warp >> 2;
+
+  // A fragments (queries) of this warp's 2 m16 tiles, all 8 k16 steps.
+  const bf16* qbase = index_q + r0 * H * kDim;
+  uint32_t a[2][8][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    const int qa = wq * 32 + mt * 16 + (lane >> 2), qb = qa + 8;
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      const int col = ks * 16 + 2 * (lane & 3);
+      auto ld = [&](int qi, int c) -> uint32_t {
+        return qi < nq ? *reinterpret_cast<const uint32_t*>(qbase + qi * kDim + c) : 0u;
+      };
+      a[mt][ks][0] = ld(qa, col);
+      a[mt][ks][1] = ld(qb, col);
+      a[mt][ks][2] = ld(qa, col + 8);
+      a[mt][ks][3] = ld(qb, col + 8);
+    }
+  }
+
+  // Staging of key block b into buffer buf.
+  uint4 raw[4];  // FP8: 4 x 16 codes per thread
+  float raw_scale = 0.0f;
+  auto fetch = [&](int64_t b, int buf) {
+    if constexpr (kFp8) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int id = tid + i * kPrefillThreads, n = id >> 3, c = id & 7;
+        const int64_t j = b * kBlock + n;
+        raw[i] =
+            j <= pos_last
+                ? __ldg(reinterpret_cast<const uint4*>(keys.fp8_codes + L.Slot(s, j) * kDim) + c)
+                : uint4{0, 0, 0, 0};
+      }
+      if (tid < kBlock) {
+        const int64_t j = b * kBlock + tid;
+        raw_scale = j <= pos_last ? __ldg(keys.fp8_scales + L.Slot(s, j)) : 0.0f;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int id = tid + i * kPrefillThreads, n = id >> 4, c = id & 15;
+        const int64_t j = b * kBlock + n;
+        const bool valid = j <= pos_last;
+        const bf16* src = valid ? keys.bf16_keys + L.Slot(s, j) * kDim + c * 8 : keys.bf16_keys;
+        CpAsync16(&sm.keys[buf][Swizzled(n, c)], src, valid);
+      }
+    }
+  };
+  auto store_fp8 = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int id = tid + i * kPrefillThreads, n = id >> 3, c8 = id & 7;
+      const uint16_t* p = reinterpret_cast<const uint16_t*>(&raw[i]);
+      uint4 lo, hi;
+      lo.x = PackBf16(Fp8x2ToFloat2(p[0]));
+      lo.y = PackBf16(Fp8x2ToFloat2(p[1]));
+      lo.z = PackBf16(Fp8x2ToFloat2(p[2]));
+      lo.w = PackBf16(Fp8x2ToFloat2(p[3]));
+      hi.x = PackBf16(Fp8x2ToFloat2(p[4]));
+      hi.y = PackBf16(Fp8x2ToFloat2(p[5]));
+      hi.z = PackBf16(Fp8x2ToFloat2(p[6]));
+      hi.w = PackBf16(Fp8x2ToFloat2(p[7]));
+      *reinterpret_cast<uint4*>(&sm.keys[buf][Swizzled(n, 2 * c8)]) = lo;
+      *reinterpret_cast<uint4*>(&sm.keys[buf][Swizzled(n, 2 * c8 + 1)]) = hi;
+    }
+    if (tid < kBlock) sm.scale[buf][tid] = raw_scale;
+  };
+
+  fetch(b_begin, 0);
+  if constexpr (!kFp8) CpAsyncCommit();
+  for (int64_t b = b_begin; b < b_end; ++b) {
+    const int buf = static_cast<int>(b - b_begin) & 1;
+    if constexpr (kFp8) store_fp8(buf);
+    if (b + 1 < b_end) fetch(b + 1, buf ^ 1);
+    if constexpr (!kFp8) {
+      CpAsyncCommit();
+      CpAsyncWait1();
+    }
+    __syncthreads();
+
+    float acc[2][8][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+    const bf16* kb = sm.keys[buf];
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        const int m = lane >> 3;
+        const int n = wk * 64 + np * 16 + (m >> 1) * 8 + (lane & 7);
+        const int c = ks * 2 + (m & 1);
+        uint32_t b0, b1, b2, b3;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
+                     : "r"(SmemAddr(kb + Swizzled(n, c))));
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          Mma(acc[mt][2 * np], a[mt][ks], b0, b1);
+          Mma(acc[mt][2 * np + 1], a[mt][ks], b2, b3);
+        }
+      }
+    }
+
+    // Epilogue: each query's max over this warp's 64 keys (masked causally), then the two key
+    // halves combined through shared memory.
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int qi = wq * 32 + mt * 16 + (lane >> 2) + hf * 8;
+        const int64_t p = pos0 + qi / H;
+        float m = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int jl = wk * 64 + nt * 8 + 2 * (lane & 3) + e;
+            float v = acc[mt][nt][hf * 2 + e];
+            if constexpr (kFp8) v *= sm.scale[buf][jl];
+            if (b * kBlock + jl <= p) m = fmaxf(m, v);
+          }
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        if ((lane & 3) == 0) sm.part[wk][qi] = m;
+      }
+    __syncthreads();
+    if (tid < kQueryTile && tid < nq && pos0 + tid / H >= b * kBlock)
+      scores[(r0 * H + tid) * max_blocks + b] = fmaxf(sm.part[0][tid], sm.part[1][tid]);
+  }
+}
+
+template <bool kFp8>
+void LaunchDecode(int64_t heads, dim3 grid, const bf16* q, const IndexKeys& k, const PagedLayout& L,
+                  int64_t mb, bool all, float* sc, cudaStream_t st) {
+  const int threads = kDecodeWarps * 32;
+  switch (heads) {
+    case 1:
+      DecodeScoresKernel<1, kFp8><<<grid, threads, 0, st>>>(q, k, L, mb, all, sc);
+      break;
+    case 2:
+      DecodeScoresKernel<2, kFp8><<<grid, threads, 0, st>>>(q, k, L, mb, all, sc);
+      break;
+    case 4:
+      DecodeScoresKernel<4, kFp8><<<grid, threads, 0, st>>>(q, k, L, mb, all, sc);
+      break;
+    default:
+      DecodeScoresKernel<8, kFp8><<<grid, threads, 0, st>>>(q, k, L, mb, all, sc);
+      break;
+  }
+}
+
+template <int H, bool kFp8>
+void LaunchPrefillH(dim3 grid, const bf16* q, const IndexKeys& k, const PagedLayout& L, int64_t mb,
+                    const int4* tiles, float* sc, cudaStream_t st) {
+  static const bool attr = [] {
+    cudaFuncSetAttribute(PrefillScoresKernel<H, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(sizeof(PrefillSmem)));
+    return true;
+  }();
+  (void)attr;
+  PrefillScoresKernel<H, kFp8>
+      <<<grid, kPrefillThreads, sizeof(PrefillSmem), st>>>(q, k, L, mb, tiles, sc);
+}
+
+template <bool kFp8>
+void LaunchPrefill(int64_t heads, dim3 grid, const bf16* q, const IndexKeys& k,
+                   const PagedLayout& L, int64_t mb, const int4* tiles, float* sc,
+                   cudaStream_t st) {
+  switch (heads) {
+    case 1:
+      LaunchPrefillH<1, kFp8>(grid, q, k, L, mb, tiles, sc, st);
+      break;
+    case 2:
+      LaunchPrefillH<2, kFp8>(grid, q, k, L, mb, tiles, sc, st);
+      break;
+    case 4:
+      LaunchPrefillH<4, kFp8>(grid, q, k, L, mb, tiles, sc, st);
+      break;
+    default:
+      LaunchPrefillH<8, kFp8>(grid, q, k, L, mb, tiles, sc, st);
+      break;
+  }
+}
+
+}  // namespace
+
+bool IndexScoresSupported(int64_t heads, int64_t head_dim, int64_t block_size) {
+  return head_dim == kDim && block_size == kBlock &&
+         (heads == 1 || heads == 2 || heads == 4 || heads == 8);
+}
+
+int64_t IndexPrefillTileBound(const PagedLayout& layout, int64_t heads) {
+  const int64_t rows_per_tile = kQueryTile / heads;
+  return (layout.rows + rows_per_tile - 1) / rows_per_tile + layout.seqs;
+}
+
+void IndexPlanPrefillTiles(const PagedLayout& layout, int64_t heads, int4* tiles,
+                           cudaStream_t stream) {
+  PlanTilesKernel<<<1, kPlanThreads, 0, stream>>>(layout, static_cast<int>(kQueryTile / heads),
+                                                  IndexPrefillTileBound(layout, heads), tiles);
+  CheckLaunch("IndexPlanPrefillTiles");
+}
+
+void IndexScoresDecode(const bf16* index_q, const IndexKeys& keys, const PagedLayout& layout,
+                       int64_t heads, int64_t max_blocks, bool all_rows, float* scores,
+                       cudaStream_t stream) {
+  if (layout.rows <= 0 || max_blocks <= 0) return;
+  const dim3 grid(static_cast<unsigned>(layout.rows), Blocks(max_blocks, kDecodeWarps));
+  if (keys.fp8())
+    LaunchDecode<true>(heads, grid, index_q, keys, layout, max_blocks, all_rows, scores, stream);
+  else
+    LaunchDecode<false>(heads, grid, index_q, keys, layout, max_blocks, all_rows, scores, stream);
+  CheckLaunch("IndexScoresDecode");
+}
+
+void IndexScoresPrefill(const bf16* index_q, const IndexKeys& keys, const PagedLayout& layout,
+                        int64_t heads, int64_t max_blocks, const int4* tiles, int64_t num_tiles,
+                        float* scores, cudaStream_t stream) {
+  if (num_tiles <= 0 || max_blocks <= 0) return;
+  const dim3 grid(static_cast<unsigned>(num_tiles), Blocks(max_blocks, kBlocksPerCta));
+  if (keys.fp8())
+    LaunchPrefill<true>(heads, grid, index_q, keys, layout, max_blocks, tiles, scores, stream);
+  else
+    LaunchPrefill<false>(heads, grid, index_q, keys, layout, max_blocks, tiles, scores, stream);
+  CheckLaunch("IndexScoresPrefill");
+}
+
+}  // namespace m3::kernels::cuda
