@@ -100,6 +100,31 @@ TEST_CASE("top-k, top-p and min-p keep only the head of the distribution") {
   }
 }
 
+TEST_CASE("the draw walks the kept tokens in ascending id (the device sampler's order)") {
+  // top-k 2 keeps ids 5 (p = 0.8 of the pair) and 1 (0.2): u below 0.2 picks id 1 first.
+  std::vector<float> logits(8, -5.0f);
+  logits[5] = std::log(4.0f);
+  logits[1] = 0.0f;
+  BatchSampler s(8);
+  int low = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    for (const char* mode : {"top-k", "top-p"}) {
+      SamplingParams p;
+      p.seed = seed;
+      if (mode[4] == 'k')
+        p.top_k = 2;
+      else
+        p.top_p = 0.99;  // ids 5 and 1 hold 99.3%: the nucleus is the same pair
+      const double u = CounterUniform(seed, 0);
+      const int32_t want = u * 5.0 < 1.0 ? 1 : 5;
+      INFO(mode << " seed " << seed << " u " << u);
+      CHECK(s.SampleOne(logits.data(), {&p, {}, {}}).token == want);
+      low += want == 1;
+    }
+  }
+  CHECK(low > 0);  // both branches seen
+}
+
 TEST_CASE("penalties and min_tokens change the greedy choice as specified") {
   const float logits[4] = {2.0f, 1.9f, 0.5f, -3.f};
   BatchSampler s(4);
