@@ -1,19 +1,32 @@
-// MoeGroupedExperts, two paths with the same arithmetic (f32 accumulation, expert outputs in f32,
-// the un-permutation summing in expert order, one block per row):
-// - decode-sized batches (picks <= experts, so an expert rarely serves two picks): one GEMV per
-//   pick through cublasGemmBatchedEx, its pointer arrays built on the device from the ids, so
-//   nothing waits for the host;
+// MoeGroupedExperts, paths with the same arithmetic (f32 accumulation, expert outputs in f32,
+// the un-permutation summing in expert order, one block per row), chosen by the batch size:
+// - decode-sized batches (up to kMoeGemvMaxPicks picks): the picks grouped by expert on the
+//   device and GEMV kernels that read each selected expert once (moe_expert_gemv.cuh); nothing
+//   waits for the host, so the step can be recorded as a CUDA graph;
+// - the fewest picks (one or two rows), and decode sizes on shapes those kernels do not take:
+//   one GEMV per pick through cublasGemmBatchedEx, its pointer arrays built on the device;
 // - larger batches: a counting sort on the host over the downloaded expert ids (one
-//   synchronization per MoE layer), the rows gathered on the device, one cuBLAS GEMM pair per
-//   expert, each expert's weights read once for all its rows.
+//   synchronization per MoE layer), the rows gathered on the device, each expert's GEMMs over
+//   all its rows. Groups of similar size (prefill with balanced routing) are padded to the
+//   largest and run as one cublasGemmBatchedEx per projection, which fills the GPU where each
+//   expert's GEMM alone would not; uneven ones run the gate_up GEMMs of every expert in one
+//   cublasGemmGroupedBatchedEx call for small groups, or one cublasGemmEx per expert for large
+//   groups, which measured faster there (docs/PERF.md), and the down GEMMs (f32 out, which
+//   the grouped call refuses) per expert.
+// M3_MOE_GEMM=gemv|pick|padded|grouped|loop forces a path where it can run (tests, benchmarks).
 #include "kernels/cuda/moe_experts.cuh"
 
+#include <algorithm>
+#include <atomic>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/matmul.cuh"
+#include "kernels/cuda/moe_expert_gemv.cuh"
 #include "kernels/cuda/swiglu.cuh"
 
 namespace m3::kernels::cuda {
@@ -85,6 +98,79 @@ size_t Aligned(size_t bytes) {
   return (bytes + 255) / 256 * 256;
 }
 
+// xs[slot] = x[perm[slot]], zeros where perm is -1 (padding rows).
+__global__ void PaddedGatherKernel(const bf16* x, int64_t H, const int32_t* perm, bf16* xs) {
+  const int64_t slot = blockIdx.x;
+  const int32_t r = perm[slot];
+  for (int64_t c = threadIdx.x; c < H; c += blockDim.x)
+    xs[slot * H + c] = r >= 0 ? x[r * H + c] : __float2bfloat16(0.0f);
+}
+
+// C_i = B_i A_i^T for `batch` problems of the same shape (A_i [n, k] row-major as Linear's
+// weights, B_i [m, k], C_i [m, n] of type ct): one cublasGemmBatchedEx launch.
+void BatchedGemm(cublasHandle_t handle, const void* const* a, const void* const* b, void* const* c,
+                 int64_t n, int64_t m, int64_t k, cudaDataType_t ct, int64_t batch) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t s = cublasGemmBatchedEx(
+      handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+      static_cast<int>(k), &alpha, a, CUDA_R_16BF, static_cast<int>(k), b, CUDA_R_16BF,
+      static_cast<int>(k), &beta, c, ct, static_cast<int>(n), static_cast<int>(batch),
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("MoeGroupedExperts: cublasGemmBatchedEx failed: ") +
+                             cublasGetStatusString(s));
+}
+
+std::atomic<int64_t> grouped_fallbacks{0};
+
+enum class Path { kAuto, kGemv, kPick, kPadded, kGrouped, kLoop };
+enum class Mode { kPadded, kGrouped, kLoop };  // the GEMMs after the host's sort
+
+Path ForcedPath() {
+  const char* v = std::getenv("M3_MOE_GEMM");
+  if (v == nullptr) return Path::kAuto;
+  if (std::strcmp(v, "gemv") == 0) return Path::kGemv;
+  if (std::strcmp(v, "pick") == 0) return Path::kPick;
+  if (std::strcmp(v, "padded") == 0) return Path::kPadded;
+  if (std::strcmp(v, "grouped") == 0) return Path::kGrouped;
+  if (std::strcmp(v, "loop") == 0) return Path::kLoop;
+  return Path::kAuto;
+}
+
+// Where groups are too uneven to pad (more than 25% padding), the rows per expert from which
+// one cublasGemmEx per expert beats the grouped call (H100, 128 experts of 3072 x 6144:
+// 8K-token prefill, 256 rows per expert, 17.1 ms grouped against 8.6 ms looped; 64-row decode,
+// ~3 rows per expert, grouped 10% faster).
+constexpr int64_t kLoopGroupRows = 64;
+// Up to this many picks one cuBLAS GEMV per pick measured faster than the GEMV kernels (H100,
+// one decode row, top-4: 0.504 against 0.517 ms per layer step); beyond, shared experts win.
+constexpr int64_t kPickMaxPicks = 8;
+
+// One grouped cuBLAS call for the GEMMs y_g = x_g W_g^T of every group g (rows[g] rows; W_g
+// [n, k] row-major, as Linear): ptrs holds the device pointer arrays W (G), x (G), y (G). All
+// groups run in one launch, so small groups share the GPU instead of each filling a fraction
+// of it. False where this cuBLAS does not support the call (the caller loops instead).
+bool GroupedGemm(cublasHandle_t handle, const void* const* ptrs, const std::vector<int>& rows,
+                 int64_t n, int64_t k, cudaDataType_t yt) {
+  const int G = static_cast<int>(rows.size());
+  if (G == 0) return true;
+  const std::vector<cublasOperation_t> ta(G, CUBLAS_OP_T), tb(G, CUBLAS_OP_N);
+  const std::vector<int> m_arr(G, static_cast<int>(n)), k_arr(G, static_cast<int>(k)), ones(G, 1);
+  const std::vector<float> alpha(G, 1.0f), beta(G, 0.0f);
+  const cublasStatus_t s = cublasGemmGroupedBatchedEx(
+      handle, ta.data(), tb.data(), m_arr.data(), rows.data(), k_arr.data(), alpha.data(), ptrs,
+      CUDA_R_16BF, k_arr.data(), ptrs + G, CUDA_R_16BF, k_arr.data(), beta.data(),
+      const_cast<void* const*>(ptrs + 2 * G), yt, m_arr.data(), G, ones.data(), CUBLAS_COMPUTE_32F);
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
+    ++grouped_fallbacks;
+    return false;
+  }
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("MoeGroupedExperts: cublasGemmGroupedBatchedEx failed: ") +
+                             cublasGetStatusString(s));
+  return true;
+}
+
 void PerPickExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
                     const void* weights, ElemType weights_t, const bf16* gate_up, const bf16* down,
                     const MoeExpertsDims& d, bf16* out, cudaStream_t stream) {
@@ -120,7 +206,36 @@ void PerPickExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const in
   Check(cudaFreeAsync(scratch, stream), "scratch release");
 }
 
+void GemvExperts(const bf16* x, int64_t rows, const int32_t* ids, const void* weights,
+                 ElemType weights_t, const bf16* gate_up, const bf16* down, const MoeExpertsDims& d,
+                 bf16* out, cudaStream_t stream) {
+  const int64_t H = d.hidden, K = d.topk, picks = rows * K;
+  const MoeGemvDims gd{d.experts, H, d.inter, K, d.alpha, d.limit};
+  // One scratch allocation: the GEMV kernels' own, slot_of_pick [picks], ys [picks, H] (f32).
+  const size_t own = Aligned(MoeExpertGemvScratchBytes(picks, gd));
+  const size_t slots = Aligned(picks * sizeof(int32_t));
+  char* scratch = nullptr;
+  Check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), own + slots + picks * H * 4, stream),
+        "scratch allocation");
+  int32_t* slot_of_pick = reinterpret_cast<int32_t*>(scratch + own);
+  float* ys = reinterpret_cast<float*>(scratch + own + slots);
+  try {
+    MoeExpertGemv(x, rows, ids, gate_up, down, gd, scratch, ys, slot_of_pick, stream);
+    UnpermuteKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(ys, slot_of_pick, ids, weights,
+                                                                     weights_t, K, H, d.scale, out);
+    CheckLaunch("MoeGroupedExperts un-permutation");
+  } catch (...) {
+    cudaFreeAsync(scratch, stream);
+    throw;
+  }
+  Check(cudaFreeAsync(scratch, stream), "scratch release");
+}
+
 }  // namespace
+
+int64_t MoeGroupedGemmFallbacks() {
+  return grouped_fallbacks.load();
+}
 
 void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
                        const void* weights, ElemType weights_t, const bf16* gate_up,
@@ -128,7 +243,15 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
   const int64_t H = d.hidden, I = d.inter, E = d.experts, K = d.topk, picks = rows * K;
   if (rows <= 0) return;
   if (K > kMaxTopk) throw std::runtime_error("MoeGroupedExperts: top-k above 32");
-  if (picks <= E && picks <= INT_MAX) {
+  const Path path = ForcedPath();
+  const MoeGemvDims gd{E, H, I, K, d.alpha, d.limit};
+  const bool gemv = MoeExpertGemvFits(picks, gd), few = picks <= kPickMaxPicks && picks <= E;
+  if (gemv && (path == Path::kGemv || (path == Path::kAuto && !few))) {
+    GemvExperts(x, rows, ids, weights, weights_t, gate_up, down, d, out, stream);
+    return;
+  }
+  if (picks <= E && (path == Path::kPick || (path == Path::kAuto && (few || !gemv)) ||
+                     (path == Path::kGemv && !gemv))) {
     PerPickExperts(handle, x, rows, ids, weights, weights_t, gate_up, down, d, out, stream);
     return;
   }
@@ -137,58 +260,110 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
                         stream),
         "expert ids download");
   Check(cudaStreamSynchronize(stream), "expert ids download");
-  std::vector<int64_t> group_start(E + 1, 0);
+  std::vector<int64_t> count(E, 0);
   for (int32_t e : host_ids) {
     if (e < 0 || e >= E) throw std::runtime_error("MoeGroupedExperts: expert id out of range");
-    ++group_start[e + 1];
+    ++count[e];
   }
-  for (int64_t e = 0; e < E; ++e) group_start[e + 1] += group_start[e];
-  std::vector<int64_t> fill(group_start.begin(), group_start.end() - 1);
-  std::vector<int32_t> index(2 * picks);  // perm (source row per slot), then pick -> slot
+  std::vector<int32_t> experts_used;
+  int64_t most = 0;
+  for (int64_t e = 0; e < E; ++e)
+    if (count[e] > 0) {
+      experts_used.push_back(static_cast<int32_t>(e));
+      most = std::max(most, count[e]);
+    }
+  const int64_t G = static_cast<int64_t>(experts_used.size());
+  // Padded: group g's rows at slots [g * cap, g * cap + count), one batched GEMM per projection
+  // over all groups (padding rows are zeros, computed and never read).
+  const int64_t cap = (most + 7) / 8 * 8;
+  Mode mode = Mode::kLoop;
+  if (path == Path::kGrouped)
+    mode = Mode::kGrouped;
+  else if (path == Path::kPadded)
+    mode = Mode::kPadded;
+  else if (path == Path::kAuto)
+    mode = G * cap * 4 <= picks * 5     ? Mode::kPadded
+           : picks < kLoopGroupRows * G ? Mode::kGrouped
+                                        : Mode::kLoop;
+  const int64_t slots = mode == Mode::kPadded ? G * cap : picks;
+  if (slots > INT_MAX) throw std::runtime_error("MoeGroupedExperts: batch beyond int range");
+  std::vector<int64_t> group_start(G + 1, 0);  // slot of each group's first row
+  for (int64_t g = 0; g < G; ++g)
+    group_start[g + 1] = group_start[g] + (mode == Mode::kPadded ? cap : count[experts_used[g]]);
+  std::vector<int64_t> fill(E, 0);
+  for (int64_t g = 0; g < G; ++g) fill[experts_used[g]] = group_start[g];
+  // Host-built upload: perm (source row per slot, -1: padding), pick -> slot, then the GEMMs'
+  // pointer arrays (A, B, C of gate_up, then of down; one entry per non-empty expert).
+  const size_t idx_bytes = Aligned((slots + picks) * sizeof(int32_t));
+  const size_t ptr_bytes = Aligned(6 * G * sizeof(void*));
+  std::vector<char> upload(idx_bytes + ptr_bytes);
+  int32_t* index = reinterpret_cast<int32_t*>(upload.data());
+  std::fill(index, index + slots, -1);
   for (int64_t i = 0; i < picks; ++i) {
     const int64_t slot = fill[host_ids[i]]++;
     index[slot] = static_cast<int32_t>(i / K);
-    index[picks + i] = static_cast<int32_t>(slot);
+    index[slots + i] = static_cast<int32_t>(slot);
   }
-  // One scratch allocation: index, xs [picks, H], gu [picks, 2I], act [picks, I] (bf16), ys
-  // [picks, H] (f32).
-  const size_t idx_bytes = (2 * picks * sizeof(int32_t) + 255) / 256 * 256;
-  const size_t xs_bytes = (picks * H * 2 + 255) / 256 * 256;
-  const size_t gu_bytes = (picks * 2 * I * 2 + 255) / 256 * 256;
-  const size_t act_bytes = (picks * I * 2 + 255) / 256 * 256;
-  const size_t ys_bytes = picks * H * 4;
+  // One scratch allocation: the upload, xs [slots, H], gu [slots, 2I], act [slots, I] (bf16),
+  // ys [slots, H] (f32).
+  const size_t xs_bytes = Aligned(slots * H * 2);
+  const size_t gu_bytes = Aligned(slots * 2 * I * 2);
+  const size_t act_bytes = Aligned(slots * I * 2);
+  const size_t ys_bytes = slots * H * 4;
   char* scratch = nullptr;
   Check(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
-                        idx_bytes + xs_bytes + gu_bytes + act_bytes + ys_bytes, stream),
+                        idx_bytes + ptr_bytes + xs_bytes + gu_bytes + act_bytes + ys_bytes, stream),
         "scratch allocation");
   int32_t* dev_index = reinterpret_cast<int32_t*>(scratch);
-  bf16* xs = reinterpret_cast<bf16*>(scratch + idx_bytes);
-  bf16* gu = reinterpret_cast<bf16*>(scratch + idx_bytes + xs_bytes);
-  bf16* act = reinterpret_cast<bf16*>(scratch + idx_bytes + xs_bytes + gu_bytes);
-  float* ys = reinterpret_cast<float*>(scratch + idx_bytes + xs_bytes + gu_bytes + act_bytes);
+  char* base = scratch + idx_bytes + ptr_bytes;
+  bf16* xs = reinterpret_cast<bf16*>(base);
+  bf16* gu = reinterpret_cast<bf16*>(base + xs_bytes);
+  bf16* act = reinterpret_cast<bf16*>(base + xs_bytes + gu_bytes);
+  float* ys = reinterpret_cast<float*>(base + xs_bytes + gu_bytes + act_bytes);
+  const void** host_ptrs = reinterpret_cast<const void**>(upload.data() + idx_bytes);
+  std::vector<int> group_rows(G);
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t e = experts_used[g], off = group_start[g];
+    group_rows[g] = static_cast<int>(count[e]);
+    host_ptrs[g] = gate_up + e * 2 * I * H;
+    host_ptrs[G + g] = xs + off * H;
+    host_ptrs[2 * G + g] = gu + off * 2 * I;
+    host_ptrs[3 * G + g] = down + e * H * I;
+    host_ptrs[4 * G + g] = act + off * I;
+    host_ptrs[5 * G + g] = ys + off * H;
+  }
+  const void* const* dev_ptrs = reinterpret_cast<const void* const*>(scratch + idx_bytes);
   try {
-    Check(cudaMemcpyAsync(dev_index, index.data(), 2 * picks * sizeof(int32_t),
-                          cudaMemcpyHostToDevice, stream),
+    Check(cudaMemcpyAsync(dev_index, upload.data(), upload.size(), cudaMemcpyHostToDevice, stream),
           "permutation upload");
-    // The pageable upload is staged before cudaMemcpyAsync returns, but `index` must outlive
+    // The pageable upload is staged before cudaMemcpyAsync returns, but `upload` must outlive
     // the copy on every path: wait here (the step is already synchronized above).
     Check(cudaStreamSynchronize(stream), "permutation upload");
-    GatherRows(x, H * 2, dev_index, picks, xs, stream);
-    for (int64_t e = 0; e < E; ++e) {
-      const int64_t n = group_start[e + 1] - group_start[e], off = group_start[e];
-      if (n == 0) continue;
-      Linear(handle, xs + off * H, n, H, gate_up + e * 2 * I * H, 2 * I, nullptr, gu + off * 2 * I,
-             ElemType::kBF16, stream);
+    PaddedGatherKernel<<<static_cast<unsigned>(slots), 128, 0, stream>>>(x, H, dev_index, xs);
+    CheckLaunch("MoeGroupedExperts gather");
+    auto loop = [&](const bf16* in, int64_t k, const bf16* w, int64_t n, void* y, ElemType yt) {
+      const size_t y_size = yt == ElemType::kF32 ? 4 : 2;
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t e = experts_used[g], off = group_start[g];
+        Linear(handle, in + off * k, count[e], k, w + e * n * k, n, nullptr,
+               static_cast<char*>(y) + off * n * y_size, yt, stream);
+      }
+    };
+    if (mode == Mode::kPadded) {
+      BatchedGemm(handle, dev_ptrs, dev_ptrs + G, const_cast<void* const*>(dev_ptrs + 2 * G), 2 * I,
+                  cap, H, CUDA_R_16BF, G);
+    } else if (mode == Mode::kLoop ||
+               !GroupedGemm(handle, dev_ptrs, group_rows, 2 * I, H, CUDA_R_16BF)) {
+      loop(xs, H, gate_up, 2 * I, gu, ElemType::kBF16);
     }
-    SwigluOai(gu, picks, I, d.alpha, d.limit, act, stream);
-    for (int64_t e = 0; e < E; ++e) {
-      const int64_t n = group_start[e + 1] - group_start[e], off = group_start[e];
-      if (n == 0) continue;
-      Linear(handle, act + off * I, n, I, down + e * H * I, H, nullptr, ys + off * H,
-             ElemType::kF32, stream);
-    }
+    SwigluOai(gu, slots, I, d.alpha, d.limit, act, stream);
+    if (mode == Mode::kPadded)
+      BatchedGemm(handle, dev_ptrs + 3 * G, dev_ptrs + 4 * G,
+                  const_cast<void* const*>(dev_ptrs + 5 * G), H, cap, I, CUDA_R_32F, G);
+    else
+      loop(act, I, down, H, ys, ElemType::kF32);
     UnpermuteKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(
-        ys, dev_index + picks, ids, weights, weights_t, K, H, d.scale, out);
+        ys, dev_index + slots, ids, weights, weights_t, K, H, d.scale, out);
     CheckLaunch("MoeGroupedExperts un-permutation");
   } catch (...) {
     cudaFreeAsync(scratch, stream);

@@ -24,11 +24,15 @@ struct MoeExpertsDims {
 };
 
 // Decode-sized batches (rows * topk <= experts) run without a host synchronization; larger ones
-// synchronize the stream once (the expert group sizes decide the GEMM launches). The handle
-// must be bound to `stream`.
+// synchronize the stream once (the expert group sizes decide the grouped GEMM's problems). The
+// handle must be bound to `stream`.
 void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
                        const void* weights, ElemType weights_t, const bf16* gate_up,
                        const bf16* down, const MoeExpertsDims& dims, bf16* out,
                        cudaStream_t stream);
+
+// How many grouped GEMM calls this process ran as per-expert loops instead (cuBLAS refused the
+// grouped call), for benchmarks to report which path they measured.
+int64_t MoeGroupedGemmFallbacks();
 
 }  // namespace m3::kernels::cuda

@@ -1,0 +1,240 @@
+// MoeExpertGemv: a one-block grouping kernel (counting sort of the picks by expert, stable), then
+// two GEMV kernels over a grid of (output rows, groups), sized by the picks' upper bound on the
+// groups; blocks beyond the step's group count exit at once. Each warp owns output rows and
+// streams their weights with 16-byte loads, the group's input rows staged in shared memory in
+// chunks of kChunk picks (later chunks re-read the block's weight rows from L2).
+#include "kernels/cuda/moe_expert_gemv.cuh"
+
+#include <string>
+
+#include "kernels/cuda/bf16x8.cuh"
+
+namespace m3::kernels::cuda {
+namespace {
+
+constexpr int kChunk = 4;  // picks per pass over a weight row
+constexpr int kWarps = 8;  // per block; one output row (pair) per warp
+constexpr int kThreads = 32 * kWarps;
+constexpr int kGroupThreads = 1024;
+
+size_t Aligned(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+struct Scratch {
+  int32_t *group_expert, *group_start, *num_groups, *pick_of_slot;
+  bf16* act;
+};
+
+Scratch Carve(void* scratch, int64_t picks, const MoeGemvDims& d) {
+  char* p = static_cast<char*>(scratch);
+  Scratch s;
+  s.group_expert = reinterpret_cast<int32_t*>(p);
+  p += Aligned(d.experts * 4);
+  s.group_start = reinterpret_cast<int32_t*>(p);
+  p += Aligned((d.experts + 1) * 4);
+  s.num_groups = reinterpret_cast<int32_t*>(p);
+  p += Aligned(4);
+  s.pick_of_slot = reinterpret_cast<int32_t*>(p);
+  p += Aligned(picks * 4);
+  s.act = reinterpret_cast<bf16*>(p);
+  return s;
+}
+
+// Stable counting sort of the picks by expert; groups are the non-empty experts ascending.
+__global__ void GroupPicksKernel(const int32_t* ids, int picks, int experts, Scratch s,
+                                 int32_t* slot_of_pick) {
+  extern __shared__ int32_t sh[];  // count [experts], start [experts]
+  int32_t* count = sh;
+  int32_t* start = sh + experts;
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  for (int p = threadIdx.x; p < picks; p += blockDim.x)
+    atomicAdd(&count[min(max(ids[p], 0), experts - 1)], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int at = 0, g = 0;
+    for (int e = 0; e < experts; ++e) {
+      start[e] = at;
+      if (count[e] > 0) {
+        s.group_expert[g] = e;
+        s.group_start[g] = at;
+        ++g;
+      }
+      at += count[e];
+    }
+    s.group_start[g] = at;
+    *s.num_groups = g;
+  }
+  __syncthreads();
+  for (int p = threadIdx.x; p < picks; p += blockDim.x) {
+    const int e = min(max(ids[p], 0), experts - 1);
+    int rank = 0;
+    for (int q = 0; q < p; ++q) rank += min(max(ids[q], 0), experts - 1) == e;
+    const int slot = start[e] + rank;
+    slot_of_pick[p] = slot;
+    s.pick_of_slot[slot] = p;
+  }
+}
+
+// Stages the rows of slots [s0, s0 + mc) into shared memory: x rows of their picks' tokens
+// (from_picks) or rows s0.. of `src` itself.
+__device__ __forceinline__ void Stage(const bf16* src, int64_t width, const int32_t* pick_of_slot,
+                                      int64_t topk, int s0, int mc, bool from_picks, uint4* dst) {
+  const int64_t per_row = width / 8;
+  for (int64_t i = threadIdx.x; i < mc * per_row; i += blockDim.x) {
+    const int64_t r = i / per_row, c = i % per_row;
+    const int64_t src_row = from_picks ? pick_of_slot[s0 + r] / topk : s0 + r;
+    dst[i] = reinterpret_cast<const uint4*>(src + src_row * width)[c];
+  }
+}
+
+// act[s0 + p, c] = SwiGLU-OAI(gate row . x_p, up row . x_p) for the MC staged rows.
+template <int MC>
+__device__ __forceinline__ void GateUpRows(const uint4* wg, const uint4* wu, const uint4* xs,
+                                           int64_t n8, int s0, int64_t c, int64_t I, float alpha,
+                                           float limit, bf16* act) {
+  float acc[2][MC] = {};
+  const uint4* const w[2] = {wg, wu};
+  DotRows<2, MC>(w, xs, n8, acc);
+#pragma unroll
+  for (int p = 0; p < MC; ++p) {
+    const float gs = fminf(WarpSum(acc[0][p]), limit);
+    const float us = fminf(fmaxf(WarpSum(acc[1][p]), -limit), limit);
+    if ((threadIdx.x & 31) == 0)
+      act[(s0 + p) * I + c] = __float2bfloat16((us + 1.0f) * (gs / (1.0f + expf(-alpha * gs))));
+  }
+}
+
+// ys[s0 + p, h] = down row . act_p for the MC staged rows.
+template <int MC>
+__device__ __forceinline__ void DownRows(const uint4* wd, const uint4* as, int64_t n8, int s0,
+                                         int64_t h, int64_t H, float* ys) {
+  float acc[1][MC] = {};
+  const uint4* const w[1] = {wd};
+  DotRows<1, MC>(w, as, n8, acc);
+#pragma unroll
+  for (int p = 0; p < MC; ++p) {
+    const float v = WarpSum(acc[0][p]);
+    if ((threadIdx.x & 31) == 0) ys[(s0 + p) * H + h] = v;
+  }
+}
+
+// act[slot, c] = SwiGLU-OAI(gate row c . x, up row c . x) for the slots of group blockIdx.y.
+__global__ void __launch_bounds__(kThreads)
+    GateUpKernel(const bf16* x, const bf16* gate_up, int64_t H, int64_t I, int64_t topk,
+                 float alpha, float limit, Scratch s) {
+  const int g = blockIdx.y;
+  if (g >= *s.num_groups) return;
+  extern __shared__ uint4 xs[];  // [kChunk, H / 8]
+  const int warp = threadIdx.x / 32;
+  const int64_t e = s.group_expert[g], c = int64_t{blockIdx.x} * kWarps + warp;
+  const int g0 = s.group_start[g], g1 = s.group_start[g + 1];
+  const uint4* wg = reinterpret_cast<const uint4*>(gate_up + (e * 2 * I + c) * H);
+  const uint4* wu = reinterpret_cast<const uint4*>(gate_up + (e * 2 * I + I + c) * H);
+  const int64_t n8 = H / 8;
+  for (int s0 = g0; s0 < g1; s0 += kChunk) {
+    const int mc = min(kChunk, g1 - s0);
+    __syncthreads();
+    Stage(x, H, s.pick_of_slot, topk, s0, mc, true, xs);
+    __syncthreads();
+    if (c >= I) continue;
+    static_assert(kChunk == 4, "the switch below covers 1 to kChunk rows");
+    switch (mc) {
+      case 1:
+        GateUpRows<1>(wg, wu, xs, n8, s0, c, I, alpha, limit, s.act);
+        break;
+      case 2:
+        GateUpRows<2>(wg, wu, xs, n8, s0, c, I, alpha, limit, s.act);
+        break;
+      case 3:
+        GateUpRows<3>(wg, wu, xs, n8, s0, c, I, alpha, limit, s.act);
+        break;
+      default:
+        GateUpRows<4>(wg, wu, xs, n8, s0, c, I, alpha, limit, s.act);
+    }
+  }
+}
+
+// ys[slot, h] = down row h . act[slot] for the slots of group blockIdx.y.
+__global__ void __launch_bounds__(kThreads)
+    DownKernel(const bf16* down, int64_t H, int64_t I, Scratch s, float* ys) {
+  const int g = blockIdx.y;
+  if (g >= *s.num_groups) return;
+  extern __shared__ uint4 as[];  // [kChunk, I / 8]
+  const int warp = threadIdx.x / 32;
+  const int64_t e = s.group_expert[g], h = int64_t{blockIdx.x} * kWarps + warp;
+  const int g0 = s.group_start[g], g1 = s.group_start[g + 1];
+  const uint4* wd = reinterpret_cast<const uint4*>(down + (e * H + h) * I);
+  const int64_t n8 = I / 8;
+  for (int s0 = g0; s0 < g1; s0 += kChunk) {
+    const int mc = min(kChunk, g1 - s0);
+    __syncthreads();
+    Stage(s.act, I, nullptr, 1, s0, mc, false, as);
+    __syncthreads();
+    if (h >= H) continue;
+    switch (mc) {
+      case 1:
+        DownRows<1>(wd, as, n8, s0, h, H, ys);
+        break;
+      case 2:
+        DownRows<2>(wd, as, n8, s0, h, H, ys);
+        break;
+      case 3:
+        DownRows<3>(wd, as, n8, s0, h, H, ys);
+        break;
+      default:
+        DownRows<4>(wd, as, n8, s0, h, H, ys);
+    }
+  }
+}
+
+void Check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("MoeExpertGemv: ") + what + ": " + cudaGetErrorString(e));
+}
+
+// Dynamic shared memory beyond the default 48 KiB needs the kernel's opt-in.
+template <typename Kernel>
+void AllowSharedBytes(Kernel k, size_t bytes) {
+  if (bytes > 48 * 1024)
+    Check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(bytes)),
+          "shared memory opt-in");
+}
+
+}  // namespace
+
+bool MoeExpertGemvFits(int64_t picks, const MoeGemvDims& d) {
+  return picks > 0 && picks <= kMoeGemvMaxPicks && d.experts > 0 && d.experts <= 1024 &&
+         d.hidden % 8 == 0 && d.inter % 8 == 0 && d.hidden * 2 * kChunk <= 200 * 1024 &&
+         d.inter * 2 * kChunk <= 200 * 1024;
+}
+
+size_t MoeExpertGemvScratchBytes(int64_t picks, const MoeGemvDims& d) {
+  return Aligned(d.experts * 4) + Aligned((d.experts + 1) * 4) + Aligned(4) + Aligned(picks * 4) +
+         Aligned(picks * d.inter * 2);
+}
+
+void MoeExpertGemv(const bf16* x, int64_t rows, const int32_t* ids, const bf16* gate_up,
+                   const bf16* down, const MoeGemvDims& d, void* scratch, float* ys,
+                   int32_t* slot_of_pick, cudaStream_t stream) {
+  const int64_t picks = rows * d.topk;
+  if (!MoeExpertGemvFits(picks, d)) throw std::runtime_error("MoeExpertGemv: batch does not fit");
+  const Scratch s = Carve(scratch, picks, d);
+  GroupPicksKernel<<<1, kGroupThreads, 2 * d.experts * sizeof(int32_t), stream>>>(
+      ids, static_cast<int>(picks), static_cast<int>(d.experts), s, slot_of_pick);
+  CheckLaunch("MoeExpertGemv grouping");
+  const unsigned max_groups = static_cast<unsigned>(picks < d.experts ? picks : d.experts);
+  const size_t gu_smem = kChunk * d.hidden * 2, down_smem = kChunk * d.inter * 2;
+  AllowSharedBytes(GateUpKernel, gu_smem);
+  AllowSharedBytes(DownKernel, down_smem);
+  GateUpKernel<<<dim3(Blocks(d.inter, kWarps), max_groups), kThreads, gu_smem, stream>>>(
+      x, gate_up, d.hidden, d.inter, d.topk, d.alpha, d.limit, s);
+  CheckLaunch("MoeExpertGemv gate_up");
+  DownKernel<<<dim3(Blocks(d.hidden, kWarps), max_groups), kThreads, down_smem, stream>>>(
+      down, d.hidden, d.inter, s, ys);
+  CheckLaunch("MoeExpertGemv down");
+}
+
+}  // namespace m3::kernels::cuda
