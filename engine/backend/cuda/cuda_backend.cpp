@@ -199,6 +199,7 @@ class CudaBackend : public Backend {
   DType weight_dtype() const override { return DType::kBF16; }
   size_t weight_bytes() const override { return weight_bytes_; }
   size_t allocated_bytes() const override { return ctx_->live; }
+  cudaStream_t stream() const { return S(); }
 
   DeviceTensor Alloc(DType dtype, Shape shape) override {
     if (in_step_ && workspace_) {
@@ -669,6 +670,13 @@ CudaMemory CudaMemoryInfo(const std::string& device) {
   size_t free_b = 0, total_b = 0;
   CudaCheck(cudaMemGetInfo(&free_b, &total_b), "reading the free memory of " + device);
   return {free_b, total_b};
+}
+
+void* CudaBackendStream(Backend& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  Require(cuda != nullptr, ErrorCode::kInvalidArgument,
+          "backend " + backend.name() + " is not a CUDA backend");
+  return cuda->stream();
 }
 
 std::unique_ptr<Backend> MakeCudaBackend(const std::string& device) {

@@ -25,4 +25,9 @@ struct CudaMemory {
 // for sizing the KV cache after the weights are loaded.
 CudaMemory CudaMemoryInfo(const std::string& device);
 
+// The stream (a cudaStream_t) every op of a backend from MakeCudaBackend is queued on, for
+// callers that time or order their own work against the backend's (benchmarks).
+// kInvalidArgument for any other backend.
+void* CudaBackendStream(Backend& backend);
+
 }  // namespace m3::engine::backend
