@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     attn::CpAsyncCommit();
     attn::CpAsyncWait<kStages - 1>();
     __syncwarp();
-    const int64_t n = hi - j0;
+    const int n = static_cast<int>(min(hi - j0, int64_t{kBN}));
     const bf16* sk = tiles + st * 2 * kBN * D;
     attn::AttendTile<D, kBN>(
         w, sk, sk + kBN * D, a.scale_log2, [&](int, int key) { return key < n; }, lane);

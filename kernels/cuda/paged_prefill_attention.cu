@@ -206,13 +206,16 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
       tile(t, j0, j1, bits);
       if ((bits & wbits) != 0 && j0 <= wmax) {
         const bf16* sk = tiles + (t & 1) * 2 * kBN * D;
+        // Each M row sees a prefix of the tile: keys [j0, min(j1, pos + 1)) when the row is of
+        // this sequence and chose the tile's block, none otherwise.
+        int lim[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const bool sees = seq[h] == s && ((bits >> rl[h]) & 1u);
+          lim[h] = sees ? static_cast<int>(max(int64_t{0}, min(j1, pos[h] + 1) - j0)) : 0;
+        }
         attn::AttendTile<D, kBN>(
-            w, sk, sk + kBN * D, a.scale_log2,
-            [&](int h, int key) {
-              const int64_t j = j0 + key;
-              return seq[h] == s && j < j1 && j <= pos[h] && ((bits >> rl[h]) & 1u);
-            },
-            lane);
+            w, sk, sk + kBN * D, a.scale_log2, [&](int h, int key) { return key < lim[h]; }, lane);
       }
       __syncthreads();
     }
