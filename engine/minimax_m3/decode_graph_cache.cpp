@@ -139,6 +139,7 @@ bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
   }
   qs[R] = static_cast<int32_t>(R);
 
+  be_.Upload(e.host.data(), e.inputs);
   if (!e.graph) {
     const auto start = std::chrono::steady_clock::now();
     be_.BeginStep();
@@ -146,6 +147,10 @@ bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
       backend::Backend& be;
       ~EndStep() { be.EndStep(); }
     } end_step{be_};
+    // Once op by op first (its results are the replay's: same inputs), so every buffer the ops
+    // size on first use (kernel scratch, cuBLAS heuristics) exists before the recording.
+    forward(e.meta, e.ids);
+    be_.BeginStep();  // the recording takes the workspace from its start again
     try {
       e.graph = be_.Record([&] { e.logits = forward(e.meta, e.ids); });
     } catch (const Error& what) {
@@ -165,7 +170,6 @@ bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
         " ms (", recorded_, " recorded)");
   }
-  be_.Upload(e.host.data(), e.inputs);
   e.graph->Replay();
   ++replays_;
   take(e.logits.Rows(0, n));

@@ -8,8 +8,10 @@
 # EXTRA_BINS="m3-bench-serve m3-make-random-checkpoint"), carried at BUNDLE. Logs and results
 # under $OUT. Each step has a time limit so the run ends inside the device's 10 minutes.
 # Usage (repo root): bash scripts/device/serve_bench.sh BUNDLE [CONC] [PROMPT] [OUTPUT]
-#   env: TESTS=0 skips cuda_test; GRAPHS="on off" (the order of the two serve runs);
-#        SERVE_S bounds each serve run (seconds); EXTRA_SERVE_ARGS
+#   env: TESTS=0 skips cuda_test, TESTS_TC picks its cases (default "CUDA graphs*"), TEST_REPEAT
+#        runs it that many times; BENCH_REPEAT runs m3-bench-serve that many times per server;
+#        GRAPHS="on off" (the order of the two serve runs); RUNS (m3-bench-serve --runs, default
+#        1); SERVE_S bounds each bench (seconds); EXTRA_SERVE_ARGS (e.g. --no-prefix-caching)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/serve_bench_out}"
@@ -32,9 +34,12 @@ step() { echo "== $* ($(date +%T))"; }
   export LD_LIBRARY_PATH="/tmp/gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
   ldd "$BUILD/bin/m3-engine" "$BUILD/bin/m3-bench-serve" | grep "not found"
   if [ "${TESTS:-1}" = 1 ]; then
-    step "cuda_test -tc='CUDA graphs*'"
-    timeout 150 "$BUILD/bin/cuda_test" -d -tc='CUDA graphs*' 2>&1 | tee "$OUT/cuda_graph_test.log"
-    echo "cuda_test rc=${PIPESTATUS[0]}"
+    for i in $(seq 1 "${TEST_REPEAT:-1}"); do
+      step "cuda_test -tc='${TESTS_TC:-CUDA graphs*}' ($i)"
+      timeout 150 "$BUILD/bin/cuda_test" -d -tc="${TESTS_TC:-CUDA graphs*}" 2>&1 |
+        tee -a "$OUT/cuda_graph_test.log" | grep -vE "^I [0-9:.]+ "
+      echo "cuda_test rc=${PIPESTATUS[0]}"
+    done
   fi
   free -g | head -2
   df -h /dev/shm /tmp | cat
@@ -57,10 +62,13 @@ step() { echo "== $* ($(date +%T))"; }
     done
     grep -E "listening|engine:|error|Error|weights" "$OUT/serve-$g.log" | head -8
     if grep -q "listening on port" "$OUT/serve-$g.log"; then
-      timeout "${SERVE_S:-200}" "$BUILD/bin/m3-bench-serve" --address 127.0.0.1:$port \
-        --prompt "$PROMPT" --output "$OUTPUT" --conc "$CONC" --label "graphs $g" \
-        2>&1 | tee "$OUT/bench-$g.jsonl"
-      echo "m3-bench-serve rc=${PIPESTATUS[0]}"
+      # BENCH_REPEAT > 1: the same prompts again (same --seed) against the same server.
+      for i in $(seq 1 "${BENCH_REPEAT:-1}"); do
+        timeout "${SERVE_S:-200}" "$BUILD/bin/m3-bench-serve" --address 127.0.0.1:$port \
+          --prompt "$PROMPT" --output "$OUTPUT" --conc "$CONC" --label "graphs $g" --runs "${RUNS:-1}" \
+          2>&1 | tee -a "$OUT/bench-$g.jsonl"
+        echo "m3-bench-serve rc=${PIPESTATUS[0]}"
+      done
     fi
     kill $pid 2>/dev/null
     wait $pid 2>/dev/null

@@ -5,7 +5,11 @@
 // C: output tokens/s (all output tokens over the wall time from the first submit to the last
 // token, prefill included), time per output token (per request: last token - first token over
 // output - 1; median over requests), TTFT (median), and decode tokens/s (C / median TPOT: the
-// rate while every request decodes). Median of --runs runs. One JSON line per C on stdout.
+// rate while every request decodes), and the steady decode rate: tokens per second and step time
+// over the window from the last request's first token to the first request's end, when every
+// request decodes and none waits for prefill. Median of --runs runs. One JSON line per C on
+// stdout, with a hash of each run's output tokens (the same --seed sends the same prompts, so
+// runs against engines that should agree, e.g. CUDA graphs on and off, can be compared).
 //   m3-bench-serve --address HOST:PORT [--prompt N] [--output N] [--conc 1,8,32,64]
 //       [--runs N] [--label TEXT] [--seed S]
 #include <grpcpp/grpcpp.h>
@@ -30,6 +34,8 @@ using Clock = std::chrono::steady_clock;
 struct Result {
   Clock::time_point submit, first, done;
   int64_t tokens = 0;
+  std::vector<Clock::time_point> arrivals;  // one per token
+  uint64_t hash = 1469598103934665603ULL;   // FNV-1a of the output tokens
   std::string error;
 };
 
@@ -64,16 +70,24 @@ int64_t Positive(const std::string& flag, const std::string& v) {
 
 struct RunStats {
   double tok_s, tpot_ms, ttft_ms, decode_tok_s, wall_s;
+  double steady_tok_s, steady_step_ms;  // while every request decodes (0: no such window)
+  uint64_t tokens_hash;                 // of every request's output, in request order
 };
 
 RunStats RunOnce(v1::Engine::Stub& stub, int64_t conc, int64_t prompt, int64_t output,
-                 int64_t vocab, std::mt19937_64& rng) {
+                 const v1::ModelInfoResponse& info, std::mt19937_64& rng) {
+  const int64_t vocab = info.vocab_size();
   std::vector<v1::GenerateRequest> reqs(conc);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab - 17));
   for (int64_t i = 0; i < conc; ++i) {
     v1::GenerateRequest& r = reqs[i];
     r.set_request_id("bench-" + std::to_string(rng()));
-    for (int64_t j = 0; j < prompt; ++j) r.add_token_ids(tok(rng));
+    for (int64_t j = 0; j < prompt; ++j) {
+      int32_t t = tok(rng);
+      // Not the image / video placeholders (a prompt without media must not hold them).
+      while (t == info.image_token_id() || t == info.video_token_id()) t = tok(rng);
+      r.add_token_ids(t);
+    }
     v1::SamplingParams* s = r.mutable_sampling();
     s->set_temperature(0);
     s->set_max_tokens(static_cast<int32_t>(output));
@@ -89,8 +103,12 @@ RunStats RunOnce(v1::Engine::Stub& stub, int64_t conc, int64_t prompt, int64_t o
       out.submit = Clock::now();
       auto reader = stub.Generate(&ctx, reqs[i]);
       while (reader->Read(&msg)) {
-        if (out.tokens == 0 && msg.token_ids_size() > 0) out.first = Clock::now();
+        const Clock::time_point now = Clock::now();
+        if (out.tokens == 0 && msg.token_ids_size() > 0) out.first = now;
         out.tokens += msg.token_ids_size();
+        out.arrivals.insert(out.arrivals.end(), msg.token_ids_size(), now);
+        for (int32_t t : msg.token_ids())
+          out.hash = (out.hash ^ static_cast<uint32_t>(t)) * 1099511628211ULL;
       }
       out.done = Clock::now();
       const grpc::Status st = reader->Finish();
@@ -113,8 +131,31 @@ RunStats RunOnce(v1::Engine::Stub& stub, int64_t conc, int64_t prompt, int64_t o
       tpot.push_back(Seconds(r.done - r.first) * 1e3 / static_cast<double>(output - 1));
   }
   const double wall = Seconds(end - begin), tp = Median(tpot);
-  return {static_cast<double>(tokens) / wall, tp, Median(ttft),
-          tp > 0 ? static_cast<double>(conc) * 1e3 / tp : 0, wall};
+  // The steady decode window: from the last request's first token to the first request's
+  // end, every request decodes (no prefill pending): tokens in it over its length.
+  Clock::time_point lo = res[0].first, hi = res[0].done;
+  for (const Result& r : res) {
+    lo = std::max(lo, r.first);
+    hi = std::min(hi, r.done);
+  }
+  double steady_tok_s = 0, steady_step_ms = 0;
+  int64_t in_window = 0;
+  for (const Result& r : res)
+    for (const Clock::time_point& t : r.arrivals) in_window += t > lo && t <= hi ? 1 : 0;
+  if (hi > lo && in_window >= 4 * conc) {
+    steady_tok_s = static_cast<double>(in_window) / Seconds(hi - lo);
+    steady_step_ms = Seconds(hi - lo) * 1e3 / (static_cast<double>(in_window) / conc);
+  }
+  uint64_t all = 1469598103934665603ULL;
+  for (const Result& r : res) all = (all ^ r.hash) * 1099511628211ULL;
+  return {static_cast<double>(tokens) / wall,
+          tp,
+          Median(ttft),
+          tp > 0 ? static_cast<double>(conc) * 1e3 / tp : 0,
+          wall,
+          steady_tok_s,
+          steady_step_ms,
+          all};
 }
 
 }  // namespace
@@ -168,11 +209,17 @@ int main(int argc, char** argv) {
                info.kv_page_size());
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
   // Warm-up: one short request (first-use costs: cuBLAS heuristics, allocator pools).
-  RunOnce(*stub, 1, 16, 4, info.vocab_size(), rng);
+  RunOnce(*stub, 1, 16, 4, info, rng);
   for (int64_t c : concs) {
     std::vector<RunStats> all;
-    for (int64_t r = 0; r < runs; ++r)
-      all.push_back(RunOnce(*stub, c, prompt, output, info.vocab_size(), rng));
+    for (int64_t r = 0; r < runs; ++r) all.push_back(RunOnce(*stub, c, prompt, output, info, rng));
+    std::string hashes;  // per run: the same prompts (--seed) give the same greedy outputs
+    for (const RunStats& st : all) {
+      char h[24];
+      std::snprintf(h, sizeof(h), "%s%016llx", hashes.empty() ? "" : ",",
+                    static_cast<unsigned long long>(st.tokens_hash));
+      hashes += h;
+    }
     auto med = [&](double RunStats::*f) {
       std::vector<double> v;
       for (const RunStats& s : all) v.push_back(s.*f);
@@ -181,11 +228,13 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"label\": \"%s\", \"concurrency\": %lld, \"prompt\": %lld, \"output\": %lld, "
         "\"runs\": %lld, \"output_tok_s\": %.2f, \"tpot_ms\": %.3f, \"ttft_ms\": %.1f, "
-        "\"decode_tok_s\": %.1f, \"wall_s\": %.2f}\n",
+        "\"decode_tok_s\": %.1f, \"wall_s\": %.2f, \"steady_tok_s\": %.1f, "
+        "\"steady_step_ms\": %.3f, \"tokens_hash\": \"%s\"}\n",
         label.c_str(), static_cast<long long>(c), static_cast<long long>(prompt),
         static_cast<long long>(output), static_cast<long long>(runs), med(&RunStats::tok_s),
         med(&RunStats::tpot_ms), med(&RunStats::ttft_ms), med(&RunStats::decode_tok_s),
-        med(&RunStats::wall_s));
+        med(&RunStats::wall_s), med(&RunStats::steady_tok_s), med(&RunStats::steady_step_ms),
+        hashes.c_str());
     std::fflush(stdout);
   }
   return 0;

@@ -479,9 +479,12 @@ class CudaBackend : public Backend {
     Check(q.dtype == DType::kBF16 && out.dtype == DType::kBF16 && cache.k.dtype == DType::kBF16,
           "PagedAttention dtypes");
     k::AttentionDims dims{s.q_heads, s.kv_heads, s.head_dim, s.scale};
+    const k::PagedLayout layout = Layout(m);
+    const size_t bytes = k::PagedAttentionWorkspaceBytes(layout, dims, 0);
+    const k::AttentionWorkspace ws{OpScratch(bytes), bytes};
     Run("PagedAttention", [&] {
-      k::PagedAttention(q.data<bf16>(), cache.k.data<bf16>(), cache.v.data<bf16>(), Layout(m), dims,
-                        out.data<bf16>(), S());
+      k::PagedAttention(q.data<bf16>(), cache.k.data<bf16>(), cache.v.data<bf16>(), layout, dims,
+                        out.data<bf16>(), S(), ws);
     });
   }
   void MsaSelectBlocks(const DeviceTensor& index_q, const LayerKvCache& cache,
@@ -493,9 +496,13 @@ class CudaBackend : public Backend {
           "MsaSelectBlocks dtypes");
     k::IndexerParams ip{p.index_heads, p.index_head_dim, p.block_size, p.topk_blocks,
                         p.local_blocks};
+    const k::PagedLayout layout = Layout(m);
+    const size_t bytes = k::IndexerWorkspaceBytes(layout, ip);
+    void* ws = OpScratch(bytes);
     Run("MsaSelectBlocks", [&] {
-      k::PagedIndexerSelectBlocks(index_q.data<bf16>(), cache.index_k.data<bf16>(), Layout(m), ip,
-                                  m.max_seq_len, selected.data<int32_t>(), S());
+      k::PagedIndexerSelect(index_q.data<bf16>(),
+                            k::IndexKeys{cache.index_k.data<bf16>(), nullptr, nullptr}, layout, ip,
+                            m.max_seq_len, ws, bytes, selected.data<int32_t>(), S());
     });
   }
   void BlockSparseAttention(const DeviceTensor& q, const LayerKvCache& cache, const StepMetadata& m,
@@ -504,10 +511,13 @@ class CudaBackend : public Backend {
     Check(q.dtype == DType::kBF16 && out.dtype == DType::kBF16 && selected.dtype == DType::kI32,
           "BlockSparseAttention dtypes");
     k::AttentionDims dims{s.q_heads, s.kv_heads, s.head_dim, s.scale};
+    const k::PagedLayout layout = Layout(m);
+    const size_t bytes = k::PagedAttentionWorkspaceBytes(layout, dims, topk);
+    const k::AttentionWorkspace ws{OpScratch(bytes), bytes};
     Run("BlockSparseAttention", [&] {
       k::PagedBlockSparseAttention(q.data<bf16>(), cache.k.data<bf16>(), cache.v.data<bf16>(),
-                                   Layout(m), dims, selected.data<int32_t>(), topk, block_size,
-                                   out.data<bf16>(), S());
+                                   layout, dims, selected.data<int32_t>(), topk, block_size,
+                                   out.data<bf16>(), S(), ws);
     });
   }
 
@@ -594,6 +604,23 @@ class CudaBackend : public Backend {
     return ctx_->stream;
   }
 
+  // Scratch for one op's kernels (split-K partials, block scores), shared by every op: ops run in
+  // stream order, so each may reuse what the previous one used. It grows to the largest need
+  // seen, outside recordings only (a recorded graph keeps the address it was recorded with, so
+  // buffers it outgrew stay alive until the backend goes); the decode graphs run a bucket once
+  // op by op before recording it, so its needs are met by then.
+  void* OpScratch(size_t bytes) {
+    if (bytes == 0) return nullptr;
+    if (!op_scratch_ || op_scratch_->bytes() < bytes) {
+      Check(!recording_, "op scratch too small for a recorded step");
+      if (op_scratch_) retired_scratch_.push_back(op_scratch_);
+      op_scratch_ = std::make_shared<CudaBuffer>((bytes + bytes / 4 + 255) / 256 * 256, true, ctx_);
+      Log(LogLevel::kInfo, "cuda backend: op scratch of ", MiB(op_scratch_->bytes()), " on ",
+          ctx_->name);
+    }
+    return op_scratch_->data();
+  }
+
   // t itself when float32, else a float32 copy (tables the kernels read in f32).
   DeviceTensor AsF32(const DeviceTensor& t) {
     if (t.dtype == DType::kF32) return t;
@@ -642,6 +669,8 @@ class CudaBackend : public Backend {
   cudaEvent_t staging_done_[2] = {nullptr, nullptr};
   int next_staging_ = 0;
   std::shared_ptr<CudaBuffer> workspace_;  // the step workspace (ReserveStepWorkspace)
+  std::shared_ptr<CudaBuffer> op_scratch_;
+  std::vector<std::shared_ptr<CudaBuffer>> retired_scratch_;
   size_t workspace_used_ = 0;
   bool in_step_ = false, recording_ = false, workspace_overflow_logged_ = false;
 };
