@@ -1,5 +1,8 @@
-// Decode scan: 16 lanes per key (8 dims each, one 16-byte bf16 or 8-byte FP8 load), two keys per
-// warp step and 8 or 16 steps unrolled so enough bytes are in flight to run at HBM speed.
+// Decode scan: one block of 4 warps per (row, run of 2 or 8 key blocks); each key block (32 KB
+// bf16, 16 KB FP8) streams into shared memory by cp.async, the next one in flight while the
+// current one is scored, on tensor cores with the 128 keys as the MMA M dimension and the row's
+// heads padded into N = 8 (the issue's decode layout), so the scan is bound by HBM alone; the
+// block max of each head from the accumulators by warp shuffles and shared memory.
 // Prefill: 8 warps per block, 4 along the 128 query vectors (2 m16 tiles each, their A
 // fragments kept in registers for the whole key range) x 2 along the block's 128 keys (64 each,
 // B fragments by ldmatrix from an XOR-swizzled tile); bf16 tiles double-buffered by cp.async,
@@ -19,17 +22,7 @@ constexpr int kBlock = 128;
 constexpr int kDecodeWarps = 4;
 constexpr int kPrefillThreads = 256;
 constexpr int kQueryTile = 128;   // query vectors (rows x heads) per prefill block
-constexpr int kBlocksPerCta = 8;  // key blocks per prefill block
-
-__device__ __forceinline__ void Bf16x8ToFloat(const uint4& raw, float* f) {
-  const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 v = __bfloat1622float2(p[i]);
-    f[2 * i] = v.x;
-    f[2 * i + 1] = v.y;
-  }
-}
+constexpr int kBlocksPerCta = 8;  // key blocks per prefill block (16 measured slower)
 
 __device__ __forceinline__ float2 Fp8x2ToFloat2(uint16_t pair) {
   const __half2_raw h =
@@ -37,87 +30,203 @@ __device__ __forceinline__ float2 Fp8x2ToFloat2(uint16_t pair) {
   return __half22float2(__half2(h));
 }
 
-__device__ __forceinline__ void Fp8x8ToFloat(const uint2& raw, float* f) {
-  const uint16_t* p = reinterpret_cast<const uint16_t*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 v = Fp8x2ToFloat2(p[i]);
-    f[2 * i] = v.x;
-    f[2 * i + 1] = v.y;
-  }
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ int Swizzled(int key, int chunk) {
+  return key * kDim + ((chunk ^ (key & 7)) * 8);
+}
+
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;  // 0: zero-fill, nothing read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+               "r"(n));
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void CpAsyncWait1() {
+  asm volatile("cp.async.wait_group 1;\n" ::);
+}
+__device__ __forceinline__ void CpAsync4(void* dst, const void* src, bool valid) {
+  const int n = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+               "r"(n));
+}
+
+__device__ __forceinline__ void Mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t PackBf16(float2 v) {
+  const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+  return *reinterpret_cast<const uint32_t*>(&b);
 }
 
 // ---- decode ----
 
+constexpr int kScanStages = 2;
+
+struct ScanSmem16 {
+  bf16 keys[kScanStages][kBlock * kDim];  // swizzled as the prefill tiles
+  float part[kDecodeWarps][8];
+};
+struct ScanSmem8 {
+  uint8_t codes[kScanStages][kBlock * kDim];  // [key][dim], 16-byte chunks XOR key & 7
+  float scale[kScanStages][kBlock];
+  float part[kDecodeWarps][8];
+};
+
+__device__ __forceinline__ uint32_t Fp8PairToBf16x2(const uint8_t* p) {
+  return PackBf16(Fp8x2ToFloat2(*reinterpret_cast<const uint16_t*>(p)));
+}
+
+// One row's key blocks [b_begin, b_end) streamed through a 2-stage cp.async pipeline; per block
+// each warp scores its 32 keys (2 m16 tiles, keys as M) against the row's heads (N = 8, heads
+// past H zero) on tensor cores, then the block max per head.
 template <int H, bool kFp8>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     DecodeScoresKernel(const bf16* index_q, IndexKeys keys, PagedLayout L, int64_t max_blocks,
-                       bool all_rows, float* scores) {
-  constexpr int U = kFp8 ? 16 : 8;  // keys per half-warp in flight
-  using Raw = typename std::conditional<kFp8, uint2, uint4>::type;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane & 15, half = lane >> 4;
+                       bool all_rows, int blocks_per_cta, float* scores) {
+  using Smem = typename std::conditional<kFp8, ScanSmem8, ScanSmem16>::type;
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const int64_t r = blockIdx.x;
-  const int64_t b = int64_t{blockIdx.y} * kDecodeWarps + warp;
-  if (b >= max_blocks) return;
   const int64_t s = L.SeqOf(r);
   if (!all_rows && L.query_start[s + 1] - L.query_start[s] != 1) return;
   const int64_t pos = L.PositionOf(s, r);
-  const int64_t begin = b * kBlock;
-  if (begin > pos) return;
-  const int64_t end = pos + 1 < begin + kBlock ? pos + 1 : begin + kBlock;
+  const int64_t b_begin = int64_t{blockIdx.y} * blocks_per_cta;
+  const int64_t b_last = pos / kBlock + 1;
+  const int64_t b_end = b_begin + blocks_per_cta < b_last ? b_begin + blocks_per_cta : b_last;
+  if (b_begin >= b_end) return;
 
-  float q[H][8];
+  // B fragments: column n = head g (zero past H), k = the 16 dims of each k step.
+  uint32_t bq[8][2];
 #pragma unroll
-  for (int h = 0; h < H; ++h) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(index_q + (r * H + h) * kDim + sub * 8);
-    Bf16x8ToFloat(raw, q[h]);
-  }
-  float best[H];
+  for (int ks = 0; ks < 8; ++ks)
 #pragma unroll
-  for (int h = 0; h < H; ++h) best[h] = -INFINITY;
+    for (int hi = 0; hi < 2; ++hi)
+      bq[ks][hi] = g < H ? *reinterpret_cast<const uint32_t*>(index_q + (r * H + g) * kDim +
+                                                              ks * 16 + hi * 8 + 2 * c)
+                         : 0u;
 
-  for (int64_t j0 = begin; j0 < end; j0 += 2 * U) {
-    Raw raw[U];
-    float scale[U];
+  const int ps = static_cast<int>(L.page_size);
+  const int32_t* table = L.block_tables + s * L.max_pages;
+  auto issue = [&](int64_t b, int st) {
+    if constexpr (kFp8) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t j = j0 + 2 * u + half;
-      scale[u] = 1.0f;
-      if (j < end) {
-        const int64_t slot = L.Slot(s, j);
+      for (int i = 0; i < 8; ++i) {
+        const int id = tid + i * 128, n = id >> 3, ch = id & 7;
+        const int64_t j = b * kBlock + n;
+        const bool valid = j <= pos;
+        const uint8_t* src =
+            valid ? keys.fp8_codes + (int64_t{table[j / ps]} * ps + j % ps) * kDim + ch * 16
+                  : keys.fp8_codes;
+        CpAsync16(&sm.codes[st][n * kDim + ((ch ^ (n & 7)) * 16)], src, valid);
+      }
+      const int64_t j = b * kBlock + tid;
+      const bool valid = j <= pos;
+      const float* src =
+          valid ? keys.fp8_scales + int64_t{table[j / ps]} * ps + j % ps : keys.fp8_scales;
+      CpAsync4(&sm.scale[st][tid], src, valid);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const int id = tid + i * 128, n = id >> 4, ch = id & 15;
+        const int64_t j = b * kBlock + n;
+        const bool valid = j <= pos;
+        const bf16* src =
+            valid ? keys.bf16_keys + (int64_t{table[j / ps]} * ps + j % ps) * kDim + ch * 8
+                  : keys.bf16_keys;
+        CpAsync16(&sm.keys[st][Swizzled(n, ch)], src, valid);
+      }
+    }
+    CpAsyncCommit();
+  };
+
+  issue(b_begin, 0);
+  for (int64_t b = b_begin; b < b_end; ++b) {
+    const int st = static_cast<int>(b - b_begin) & 1;
+    if (b + 1 < b_end)
+      issue(b + 1, st ^ 1);
+    else
+      CpAsyncCommit();  // an empty group keeps the wait count uniform
+    CpAsyncWait1();
+    __syncthreads();
+
+    float acc[2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks)
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        const int key0 = warp * 32 + mt * 16;
+        uint32_t a[4];
         if constexpr (kFp8) {
-          raw[u] = __ldg(reinterpret_cast<const uint2*>(keys.fp8_codes + slot * kDim) + sub);
-          scale[u] = __ldg(keys.fp8_scales + slot);
+          const uint8_t* base = sm.codes[st];
+          const int k0 = g, k1 = g + 8;  // rows of this thread within the m16 tile
+          const uint8_t* r0 = base + (key0 + k0) * kDim + ((ks ^ ((key0 + k0) & 7)) * 16) + 2 * c;
+          const uint8_t* r1 = base + (key0 + k1) * kDim + ((ks ^ ((key0 + k1) & 7)) * 16) + 2 * c;
+          a[0] = Fp8PairToBf16x2(r0);
+          a[1] = Fp8PairToBf16x2(r1);
+          a[2] = Fp8PairToBf16x2(r0 + 8);
+          a[3] = Fp8PairToBf16x2(r1 + 8);
         } else {
-          raw[u] = __ldg(reinterpret_cast<const uint4*>(keys.bf16_keys + slot * kDim) + sub);
+          const int m = lane >> 3;
+          const int n = key0 + (m & 1) * 8 + (lane & 7);
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                       : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                       : "r"(SmemAddr(sm.keys[st] + Swizzled(n, ks * 2 + (m >> 1)))));
         }
-      } else {
-        raw[u] = Raw{};
+        Mma(acc[mt], a, bq[ks][0], bq[ks][1]);
       }
-    }
+
+    // C: rows = keys (g, g + 8 of each m tile), columns = heads 2c, 2c + 1.
+    const int64_t rel = pos - b * kBlock;  // the last visible key within the block
+    const int lim = rel < kBlock ? static_cast<int>(rel) : kBlock;
+    float m0 = -INFINITY, m1 = -INFINITY;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float k[8];
-      if constexpr (kFp8)
-        Fp8x8ToFloat(raw[u], k);
-      else
-        Bf16x8ToFloat(raw[u], k);
-      const bool valid = j0 + 2 * u + half < end;
+    for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int h = 0; h < H; ++h) {
-        float d = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) d = fmaf(q[h][i], k[i], d);
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-        if (valid) best[h] = fmaxf(best[h], d * scale[u]);
+      for (int hf = 0; hf < 2; ++hf) {
+        const int jl = warp * 32 + mt * 16 + g + hf * 8;
+        float v0 = acc[mt][hf * 2], v1 = acc[mt][hf * 2 + 1];
+        if constexpr (kFp8) {
+          v0 *= sm.scale[st][jl];
+          v1 *= sm.scale[st][jl];
+        }
+        if (jl <= lim) {
+          m0 = fmaxf(m0, v0);
+          m1 = fmaxf(m1, v1);
+        }
       }
-    }
-  }
 #pragma unroll
-  for (int h = 0; h < H; ++h) {
-    best[h] = fmaxf(best[h], __shfl_xor_sync(0xffffffffu, best[h], 16));
-    if (lane == 0) scores[(r * H + h) * max_blocks + b] = best[h];
+    for (int o = 4; o < 32; o <<= 1) {
+      m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, o));
+      m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, o));
+    }
+    if (g == 0) {
+      sm.part[warp][2 * c] = m0;
+      sm.part[warp][2 * c + 1] = m1;
+    }
+    __syncthreads();
+    if (tid < H) {
+      float m = sm.part[0][tid];
+#pragma unroll
+      for (int w = 1; w < kDecodeWarps; ++w) m = fmaxf(m, sm.part[w][tid]);
+      scores[(r * H + tid) * max_blocks + b] = m;
+    }
+    // The next iteration refills the stage just read and rewrites part: everyone is past both.
+    __syncthreads();
   }
 }
 
@@ -162,39 +271,6 @@ struct PrefillSmem {
   float scale[2][kBlock];
   float part[2][kQueryTile];
 };
-
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ int Swizzled(int key, int chunk) {
-  return key * kDim + ((chunk ^ (key & 7)) * 8);
-}
-
-__device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;  // 0: zero-fill, nothing read
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
-               "r"(n));
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-__device__ __forceinline__ void CpAsyncWait1() {
-  asm volatile("cp.async.wait_group 1;\n" ::);
-}
-
-__device__ __forceinline__ void Mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t PackBf16(float2 v) {
-  const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
-  return *reinterpret_cast<const uint32_t*>(&b);
-}
 
 template <int H, bool kFp8>
 __global__ void __launch_bounds__(kPrefillThreads, 1)
@@ -327,7 +403,9 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int qi = wq * 32 + mt * 16 + (lane >> 2) + hf * 8;
-        const int64_t p = pos0 + qi / H;
+        // The last visible key of this query within the block (negative: none).
+        const int64_t rel = pos0 + qi / H - b * kBlock;
+        const int lim = rel < kBlock ? static_cast<int>(rel) : kBlock;
         float m = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
@@ -336,7 +414,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
             const int jl = wk * 64 + nt * 8 + 2 * (lane & 3) + e;
             float v = acc[mt][nt][hf * 2 + e];
             if constexpr (kFp8) v *= sm.scale[buf][jl];
-            if (b * kBlock + jl <= p) m = fmaxf(m, v);
+            if (jl <= lim) m = fmaxf(m, v);
           }
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
@@ -348,22 +426,35 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
   }
 }
 
+template <int H, bool kFp8>
+void LaunchDecodeH(dim3 grid, const bf16* q, const IndexKeys& k, const PagedLayout& L, int64_t mb,
+                   bool all, int bpc, float* sc, cudaStream_t st) {
+  using Smem = typename std::conditional<kFp8, ScanSmem8, ScanSmem16>::type;
+  static const bool attr = [] {
+    cudaFuncSetAttribute(DecodeScoresKernel<H, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(sizeof(Smem)));
+    return true;
+  }();
+  (void)attr;
+  DecodeScoresKernel<H, kFp8>
+      <<<grid, kDecodeWarps * 32, sizeof(Smem), st>>>(q, k, L, mb, all, bpc, sc);
+}
+
 template <bool kFp8>
 void LaunchDecode(int64_t heads, dim3 grid, const bf16* q, const IndexKeys& k, const PagedLayout& L,
-                  int64_t mb, bool all, float* sc, cudaStream_t st) {
-  const int threads = kDecodeWarps * 32;
+                  int64_t mb, bool all, int bpc, float* sc, cudaStream_t st) {
   switch (heads) {
     case 1:
-      DecodeScoresKernel<1, kFp8><<<grid, threads, 0, st>>>(q, k, L, mb, all, sc);
+      LaunchDecodeH<1, kFp8>(grid, q, k, L, mb, all, bpc, sc, st);
       break;
     case 2:
-      DecodeScoresKernel<2, kFp8><<<grid, threads, 0, st>>>(q, k, L, mb, all, sc);
+      LaunchDecodeH<2, kFp8>(grid, q, k, L, mb, all, bpc, sc, st);
       break;
     case 4:
-      DecodeScoresKernel<4, kFp8><<<grid, threads, 0, st>>>(q, k, L, mb, all, sc);
+      LaunchDecodeH<4, kFp8>(grid, q, k, L, mb, all, bpc, sc, st);
       break;
     default:
-      DecodeScoresKernel<8, kFp8><<<grid, threads, 0, st>>>(q, k, L, mb, all, sc);
+      LaunchDecodeH<8, kFp8>(grid, q, k, L, mb, all, bpc, sc, st);
       break;
   }
 }
@@ -424,11 +515,16 @@ void IndexScoresDecode(const bf16* index_q, const IndexKeys& keys, const PagedLa
                        int64_t heads, int64_t max_blocks, bool all_rows, float* scores,
                        cudaStream_t stream) {
   if (layout.rows <= 0 || max_blocks <= 0) return;
-  const dim3 grid(static_cast<unsigned>(layout.rows), Blocks(max_blocks, kDecodeWarps));
+  // Few rows: short runs of blocks per thread block so one sequence still fills the GPU; many
+  // rows: longer runs, the pipeline kept full (the choice depends on the row count only).
+  const int bpc = layout.rows < 8 ? 2 : 8;
+  const dim3 grid(static_cast<unsigned>(layout.rows), Blocks(max_blocks, bpc));
   if (keys.fp8())
-    LaunchDecode<true>(heads, grid, index_q, keys, layout, max_blocks, all_rows, scores, stream);
+    LaunchDecode<true>(heads, grid, index_q, keys, layout, max_blocks, all_rows, bpc, scores,
+                       stream);
   else
-    LaunchDecode<false>(heads, grid, index_q, keys, layout, max_blocks, all_rows, scores, stream);
+    LaunchDecode<false>(heads, grid, index_q, keys, layout, max_blocks, all_rows, bpc, scores,
+                        stream);
   CheckLaunch("IndexScoresDecode");
 }
 

@@ -1,8 +1,8 @@
 // The MSA indexer's scoring stage on the GPU: per (row, index head, key block) the block's max
 // of q . k over the row's visible keys, written to a workspace scores [rows, heads, max_blocks]
 // (f32) that msa_index_topk.cuh selects from. Blocks past a row's position are left unwritten.
-// Two kernels: decode rows (sequences of one row) on CUDA cores, each warp one key block and
-// all heads at once so each key is read once (the scan is bound by the index-key bytes);
+// Two kernels: decode rows (sequences of one row) on CUDA cores, one thread block per (row, key
+// block), all heads at once so each key is read once (the scan is bound by the index-key bytes);
 // prefill rows on tensor cores (mma.sync m16n8k16 bf16, f32 accumulate), 128 query vectors
 // (rows x heads of one sequence) against key blocks staged in shared memory, the block max
 // taken in the epilogue so the score matrix never leaves registers. Keys bf16 or FP8 (e4m3

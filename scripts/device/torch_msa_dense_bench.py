@@ -2,7 +2,8 @@
 """The dense side of the MSA benchmark: PyTorch SDPA (flash backend) on the same GPU at the
 shapes of tests/bench/cuda_msa_bench.cu (64 query / 4 KV heads of 128, GQA): decode at batch 1
 and 32 (one query per sequence against ctx keys) and a causal whole-prompt prefill, at 8K, 32K
-and 128K. Medians of CUDA-event timings after warm-up, fresh random data per size.
+and 128K. Medians of CUDA-event timings after warm-up, fresh random data per size; decode per
+call from a CUDA graph of 20 calls (and eager), prefill eager.
 
 With --m3-json (the output of m3-bench-cuda-msa --json) it prints the side-by-side table: MSA
 time (indexer + block-sparse attention) against SDPA, and the ratio against the byte roofline
@@ -37,6 +38,22 @@ def time_ms(fn, warmup, reps):
     return statistics.median(times)
 
 
+def graph_ms(fn, runs=9, calls=20):
+    """Per call, `fn` captured `calls` times in one CUDA graph and replayed: GPU time without
+    launch cost, as m3-bench-cuda-msa times decode."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return time_ms(g.replay, 2, runs) / calls
+
+
 def sdpa(q, k, v, causal):
     # The flash backend only: a run that falls back to another kernel fails instead of being
     # timed under the flash label.
@@ -56,11 +73,14 @@ def run(kind, ctx, batch, seed):
     k = rand(batch, KV_HEADS, ctx, DIM)
     v = rand(batch, KV_HEADS, ctx, DIM)
     causal = kind == "prefill"
-    warm, reps = (5, 30) if kind == "decode" else (2, 5)
-    ms = time_ms(lambda: sdpa(q, k, v, causal), warm, reps)
+    fn = lambda: sdpa(q, k, v, causal)  # noqa: E731
+    if kind == "decode":
+        out = {"sdpa_ms": graph_ms(fn), "eager_sdpa_ms": time_ms(fn, 5, 30)}
+    else:
+        out = {"sdpa_ms": time_ms(fn, 2, 5)}
     del q, k, v
     torch.cuda.empty_cache()
-    return {"kind": kind, "ctx": ctx, "batch": batch, "sdpa_ms": ms}
+    return {"kind": kind, "ctx": ctx, "batch": batch, **out}
 
 
 def table(sdpa_rows, m3):
@@ -108,7 +128,8 @@ def main():
         for kind, b in runs:
             seed += 1
             r = run(kind, ctx, b, seed)
-            print(f"SDPA flash {kind:8} ctx {ctx:7d} batch {b:3d}: {r['sdpa_ms']:.4f} ms",
+            eager = f" (eager {r['eager_sdpa_ms']:.4f} ms)" if "eager_sdpa_ms" in r else ""
+            print(f"SDPA flash {kind:8} ctx {ctx:7d} batch {b:3d}: {r['sdpa_ms']:.4f} ms{eager}",
                   flush=True)
             rows.append(r)
     if a.json:

@@ -3,8 +3,9 @@
 // prefill, at the real shapes (64 query / 4 KV heads of 128, index 4 heads x 128, block 128,
 // top-16, 1 local block, pages of 128). Index keys in bf16 and in FP8 (e4m3 + per-key scale).
 // Medians of CUDA-event timings after warm-up, fresh random data (made on the device) for each
-// size. Prints a table and writes JSON (--json) that scripts/device/torch_msa_dense_bench.py
-// reads to set the PyTorch SDPA (flash) timings of the same sizes beside these.
+// size; decode per call from a CUDA graph of 20 calls (as decode steps run), and eager. Prints a
+// table and writes JSON (--json) that scripts/device/torch_msa_dense_bench.py reads to set the
+// PyTorch SDPA (flash) timings of the same sizes beside these.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -81,18 +82,18 @@ struct Timing {
   int reps = 0;
 };
 
-// Median of per-launch CUDA-event times after warm-up; a first run above one second is the
-// only run (the slow dense prefills at 128K).
+// Median of per-call CUDA-event times on stream st after warm-up; a first run above one second
+// is the only run (the slow dense prefills at 128K).
 template <typename F>
-Timing Time(F&& f, int warmup, int reps) {
+Timing Eager(F&& f, cudaStream_t st, int warmup, int reps) {
   cudaEvent_t a, b;
   Ok(cudaEventCreate(&a), "event");
   Ok(cudaEventCreate(&b), "event");
   std::vector<float> ms;
   auto once = [&] {
-    Ok(cudaEventRecord(a), "record");
+    Ok(cudaEventRecord(a, st), "record");
     f();
-    Ok(cudaEventRecord(b), "record");
+    Ok(cudaEventRecord(b, st), "record");
     Ok(cudaEventSynchronize(b), "sync");
     float t = 0;
     Ok(cudaEventElapsedTime(&t, a, b), "elapsed");
@@ -111,10 +112,32 @@ Timing Time(F&& f, int warmup, int reps) {
   return {ms[ms.size() / 2], static_cast<int>(ms.size())};
 }
 
+// Per call: f captured `calls` times into one CUDA graph and replayed (median of the replays):
+// GPU time without launch cost, as decode steps run under graphs.
+template <typename F>
+Timing Graph(F&& f, cudaStream_t st, int runs = 9, int calls = 20) {
+  f();
+  f();
+  Ok(cudaStreamSynchronize(st), "warm-up");
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  Ok(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
+  for (int i = 0; i < calls; ++i) f();
+  Ok(cudaStreamEndCapture(st, &graph), "capture end");
+  Ok(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  Timing t = Eager([&] { Ok(cudaGraphLaunch(exec, st), "graph launch"); }, st, 2, runs);
+  t.median_ms /= calls;
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return t;
+}
+
 struct Result {
   std::string kind;  // decode | prefill
   int64_t ctx = 0, batch = 0;
+  // Decode: per call from CUDA graphs (eager_*: launched one by one); prefill: eager.
   Timing scan_bf16, scan_fp8, topk, idx_bf16, idx_fp8, sparse, dense;
+  Timing eager_idx_bf16, eager_sparse, eager_dense;
   int64_t fp8_sel_differ = 0, sel_pairs = 0;
   double idx_bytes_bf16 = 0, idx_bytes_fp8 = 0, dense_bytes = 0, sparse_bytes = 0;
   double score_flop = 0;
@@ -168,53 +191,53 @@ Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_p
   const int64_t max_blocks = (pages_per_seq * kPage + kBlock - 1) / kBlock;
   float* scores = ws.as<float>();
 
-  if (!prefill) {
-    res.scan_bf16 = Time(
-        [&] {
-          kc::IndexScoresDecode(iq.as<bf16>(), keys16, layout, kIdxHeads, max_blocks, true, scores,
-                                nullptr);
-        },
-        warm, reps);
-    res.scan_fp8 = Time(
-        [&] {
-          kc::IndexScoresDecode(iq.as<bf16>(), keys8, layout, kIdxHeads, max_blocks, true, scores,
-                                nullptr);
-        },
-        warm, reps);
-  }
-  res.idx_fp8 = Time(
-      [&] {
-        kc::PagedIndexerSelect(iq.as<bf16>(), keys8, layout, ip, ctx, ws.p, ws_bytes,
-                               sel8.as<int32_t>(), nullptr);
-      },
-      warm, reps);
-  res.idx_bf16 = Time(
-      [&] {
-        kc::PagedIndexerSelect(iq.as<bf16>(), keys16, layout, ip, ctx, ws.p, ws_bytes,
-                               sel.as<int32_t>(), nullptr);
-      },
-      warm, reps);
+  cudaStream_t st;
+  Ok(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  auto scan16 = [&] {
+    kc::IndexScoresDecode(iq.as<bf16>(), keys16, layout, kIdxHeads, max_blocks, true, scores, st);
+  };
+  auto scan8 = [&] {
+    kc::IndexScoresDecode(iq.as<bf16>(), keys8, layout, kIdxHeads, max_blocks, true, scores, st);
+  };
+  auto idx8 = [&] {
+    kc::PagedIndexerSelect(iq.as<bf16>(), keys8, layout, ip, ctx, ws.p, ws_bytes,
+                           sel8.as<int32_t>(), st);
+  };
+  auto idx16 = [&] {
+    kc::PagedIndexerSelect(iq.as<bf16>(), keys16, layout, ip, ctx, ws.p, ws_bytes,
+                           sel.as<int32_t>(), st);
+  };
   // After a full selection, so the scores are real ones.
-  res.topk = Time(
-      [&] {
-        kc::IndexTopK(scores, layout, kIdxHeads, kBlock, max_blocks, kTopK, 1, sel.as<int32_t>(),
-                      nullptr);
-      },
-      warm, reps);
-  res.sparse = Time(
-      [&] {
-        kc::PagedBlockSparseAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims,
-                                      sel.as<int32_t>(), kTopK, kBlock, out.as<bf16>(), nullptr);
-      },
-      warm, reps);
-  if (!prefill || dense_prefill)
-    res.dense = Time(
-        [&] {
-          kc::PagedAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims, out.as<bf16>(),
-                             nullptr);
-        },
-        prefill ? 1 : warm, prefill ? 3 : reps);
-  Ok(cudaDeviceSynchronize(), "run");
+  auto topk = [&] {
+    kc::IndexTopK(scores, layout, kIdxHeads, kBlock, max_blocks, kTopK, 1, sel.as<int32_t>(), st);
+  };
+  auto sparse = [&] {
+    kc::PagedBlockSparseAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims,
+                                  sel.as<int32_t>(), kTopK, kBlock, out.as<bf16>(), st);
+  };
+  auto dense = [&] {
+    kc::PagedAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims, out.as<bf16>(), st);
+  };
+  if (!prefill) {
+    res.scan_bf16 = Graph(scan16, st);
+    res.scan_fp8 = Graph(scan8, st);
+    res.idx_fp8 = Graph(idx8, st);
+    res.idx_bf16 = Graph(idx16, st);
+    res.topk = Graph(topk, st);
+    res.sparse = Graph(sparse, st);
+    res.dense = Graph(dense, st);
+    res.eager_idx_bf16 = Eager(idx16, st, warm, reps);
+    res.eager_sparse = Eager(sparse, st, warm, reps);
+    res.eager_dense = Eager(dense, st, warm, reps);
+  } else {
+    res.idx_fp8 = Eager(idx8, st, warm, reps);
+    res.idx_bf16 = Eager(idx16, st, warm, reps);
+    res.topk = Eager(topk, st, warm, reps);
+    res.sparse = Eager(sparse, st, warm, reps);
+    if (dense_prefill) res.dense = Eager(dense, st, 1, 3);
+  }
+  Ok(cudaStreamSynchronize(st), "run");
+  Ok(cudaStreamDestroy(st), "stream");
 
   // FP8 against bf16 selections, as sets per (head, row).
   std::vector<int32_t> a(kIdxHeads * rows * kTopK), b(a.size());
@@ -240,19 +263,21 @@ Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_p
 }
 
 std::string Json(const Result& r) {
-  char buf[1024];
+  char buf[1536];
   std::snprintf(buf, sizeof buf,
                 "{\"kind\":\"%s\",\"ctx\":%lld,\"batch\":%lld,\"scan_bf16_ms\":%.5f,"
                 "\"scan_fp8_ms\":%.5f,\"topk_ms\":%.5f,\"indexer_bf16_ms\":%.5f,"
                 "\"indexer_fp8_ms\":%.5f,\"sparse_attention_ms\":%.5f,\"dense_ms\":%.5f,"
                 "\"dense_reps\":%d,\"fp8_selections_differ\":%lld,\"selections\":%lld,"
                 "\"index_bytes_bf16\":%.0f,\"index_bytes_fp8\":%.0f,\"sparse_kv_bytes\":%.0f,"
-                "\"dense_kv_bytes\":%.0f,\"score_flop\":%.0f}",
+                "\"dense_kv_bytes\":%.0f,\"score_flop\":%.0f,\"eager_indexer_bf16_ms\":%.5f,"
+                "\"eager_sparse_attention_ms\":%.5f,\"eager_dense_ms\":%.5f}",
                 r.kind.c_str(), static_cast<long long>(r.ctx), static_cast<long long>(r.batch),
                 r.scan_bf16.median_ms, r.scan_fp8.median_ms, r.topk.median_ms, r.idx_bf16.median_ms,
                 r.idx_fp8.median_ms, r.sparse.median_ms, r.dense.median_ms, r.dense.reps,
                 static_cast<long long>(r.fp8_sel_differ), static_cast<long long>(r.sel_pairs),
-                r.idx_bytes_bf16, r.idx_bytes_fp8, r.sparse_bytes, r.dense_bytes, r.score_flop);
+                r.idx_bytes_bf16, r.idx_bytes_fp8, r.sparse_bytes, r.dense_bytes, r.score_flop,
+                r.eager_idx_bf16.median_ms, r.eager_sparse.median_ms, r.eager_dense.median_ms);
   return buf;
 }
 
@@ -346,6 +371,10 @@ int main(int argc, char** argv) {
             r.idx_fp8.median_ms, r.sparse.median_ms, r.dense.median_ms,
             r.dense.reps ? r.dense.median_ms / msa : 0.0, static_cast<long long>(r.fp8_sel_differ),
             static_cast<long long>(r.sel_pairs));
+        if (!pf)
+          std::printf("         eager (launched one by one): idx16 %.4f sparse %.4f dense %.4f\n",
+                      r.eager_idx_bf16.median_ms, r.eager_sparse.median_ms,
+                      r.eager_dense.median_ms);
         if (!pf && r.scan_bf16.median_ms > 0)
           std::printf("         index scan: bf16 %.0f GB/s, fp8 %.0f GB/s\n",
                       r.idx_bytes_bf16 / r.scan_bf16.median_ms * 1e-6,
