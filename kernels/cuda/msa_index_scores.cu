@@ -1,4 +1,4 @@
-// Decode scan: one block of 4 warps per (row, run of 2 or 8 key blocks); each key block (32 KB
+// Decode scan: one block of 4 warps per (row, run of 1 to 8 key blocks); each key block (32 KB
 // bf16, 16 KB FP8) streams into shared memory by cp.async, the next one in flight while the
 // current one is scored, on tensor cores with the 128 keys as the MMA M dimension and the row's
 // heads padded into N = 8 (the issue's decode layout), so the scan is bound by HBM alone; the
@@ -515,9 +515,11 @@ void IndexScoresDecode(const bf16* index_q, const IndexKeys& keys, const PagedLa
                        int64_t heads, int64_t max_blocks, bool all_rows, float* scores,
                        cudaStream_t stream) {
   if (layout.rows <= 0 || max_blocks <= 0) return;
-  // Few rows: short runs of blocks per thread block so one sequence still fills the GPU; many
-  // rows: longer runs, the pipeline kept full (the choice depends on the row count only).
-  const int bpc = layout.rows < 8 ? 2 : 8;
+  // Runs of key blocks per thread block: short when the step has few rows (one sequence still
+  // fills the GPU: about 800 blocks, two waves of 3 per SM), up to 8 (the pipeline kept full)
+  // when there are many; from the row count and block-table width only.
+  const int64_t want = layout.rows * max_blocks / 800;
+  const int bpc = static_cast<int>(want < 1 ? 1 : want > 8 ? 8 : want);
   const dim3 grid(static_cast<unsigned>(layout.rows), Blocks(max_blocks, bpc));
   if (keys.fp8())
     LaunchDecode<true>(heads, grid, index_q, keys, layout, max_blocks, all_rows, bpc, scores,

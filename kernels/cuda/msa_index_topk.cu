@@ -1,7 +1,8 @@
 // IndexTopK: scores become 32-bit keys (order-preserving float bits inverted: ascending key =
 // descending score; the block index breaks ties, lower first). For k <= 32 one warp per
 // (row, head) finds the k-th key by radix select (8-bit digits from the top, a shared-memory
-// histogram per pass, stopping once the digit's bin holds exactly the keys still wanted), takes
+// histogram per pass, starting below the bits all of the row's keys share, stopping once the
+// digit's bin holds exactly the keys still wanted), takes
 // the keys below it and the lowest-indexed equal ones in one ballot pass, and sorts those k by
 // a warp bitonic sort: a few passes over the row, no block barriers, so prefill's hundreds of
 // thousands of (row, head) selections stay cheap. Larger k: one block per (row, head) bitonic-
@@ -97,17 +98,33 @@ __global__ void __launch_bounds__(kRadixWarps * 32)
   auto key_at = [&](int i) { return kStaged ? mine[i] : load_key(i); };
   const uint32_t lt_mask = (1u << lane) - 1;
 
-  // Radix select of the k-th smallest key: prefix/mask hold the digits fixed so far, want is
-  // how many keys matching the prefix are still to be taken.
-  uint32_t prefix = 0, mask = 0;
+  // The bits every key shares (a row's block maxima mostly share sign and exponent) are fixed
+  // at once: digits start below them, so the histogram bins spread instead of all lanes
+  // contending for one.
+  uint32_t all_and = ~0u, all_or = 0u;
+  for (int i = lane; i < nb; i += 32) {
+    const uint32_t key = key_at(i);
+    all_and &= key;
+    all_or |= key;
+  }
+  all_and = __reduce_and_sync(0xffffffffu, all_and);
+  all_or = __reduce_or_sync(0xffffffffu, all_or);
+  const uint32_t differ = all_and ^ all_or;
+  // Radix select of the k-th smallest key: prefix/mask hold the bits fixed so far, want is how
+  // many keys matching the prefix are still to be taken.
+  const int top = differ == 0 ? -1 : 31 - __clz(differ);
+  uint32_t mask = top < 0 ? ~0u : top >= 31 ? 0u : ~((2u << top) - 1u);  // the shared bits
+  uint32_t prefix = all_and & mask;
   int want = k;
-  for (int shift = 24; shift >= 0; shift -= 8) {
+  for (int hi = top; hi >= 0; hi -= 8) {
+    const int lo = hi >= 7 ? hi - 7 : 0;
+    const uint32_t width_mask = (2u << (hi - lo)) - 1u;
 #pragma unroll
     for (int e = 0; e < 8; ++e) hist[warp][lane * 8 + e] = 0;
     __syncwarp();
     for (int i = lane; i < nb; i += 32) {
       const uint32_t key = key_at(i);
-      if ((key & mask) == prefix) atomicAdd(&hist[warp][(key >> shift) & 255], 1u);
+      if ((key & mask) == prefix) atomicAdd(&hist[warp][(key >> lo) & width_mask], 1u);
     }
     __syncwarp();
     uint32_t c[8], total = 0;
@@ -139,8 +156,8 @@ __global__ void __launch_bounds__(kRadixWarps * 32)
     below = __shfl_sync(0xffffffffu, below, src);
     in_bin = __shfl_sync(0xffffffffu, in_bin, src);
     want -= static_cast<int>(below);
-    prefix |= static_cast<uint32_t>(digit) << shift;
-    mask |= 255u << shift;
+    prefix |= static_cast<uint32_t>(digit) << lo;
+    mask |= width_mask << lo;
     __syncwarp();
     if (in_bin == static_cast<uint32_t>(want)) break;  // the whole bin is taken
   }

@@ -261,6 +261,28 @@ TEST_CASE("MSA indexer kernels: decode-only steps match the CPU twin") {
   }
 }
 
+TEST_CASE("MSA indexer kernels: exact ties go to the lower block") {
+  // Every key the same vector: all of a row's block scores are equal, so the selection is the
+  // local block and then the lowest blocks, on both sides and for both key types.
+  const Step st = MakeStep(kMixed, 16, 21);
+  Inputs in(st, 23);
+  for (int64_t i = 0; i < st.slots * kDim; ++i) {
+    in.k.bits[i] = in.k.bits[i % kDim];
+    in.k.f[i] = in.k.f[i % kDim];
+  }
+  Dev<uint16_t> dk(in.k.bits);
+  std::vector<int32_t> cpu(kHeads * st.rows * kTopK);
+  kp::PagedIndexerSelectBlocks(in.q.f.data(), in.k.f.data(), st.Cpu(), kCpuParams, cpu.data());
+  const std::vector<int32_t> gpu =
+      GpuSelect(st, in.dq, kc::IndexKeys{reinterpret_cast<const kc::bf16*>(dk.p)});
+  CHECK(gpu == cpu);  // same blocks in the same order
+  Dev<uint8_t> codes(st.slots * kDim);
+  Dev<float> scales(st.slots);
+  kc::QuantizeIndexKeysFp8(reinterpret_cast<const kc::bf16*>(dk.p), st.slots, kDim, codes.p,
+                           scales.p, nullptr);
+  CHECK(GpuSelect(st, in.dq, kc::IndexKeys{nullptr, codes.p, scales.p}) == cpu);
+}
+
 TEST_CASE("MSA indexer kernels: FP8 quantization matches its CPU twin bit for bit") {
   const int64_t n = 4096;
   Bf16Data k = Random(n * kDim, 41, 3.0f);
