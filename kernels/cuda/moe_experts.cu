@@ -21,6 +21,9 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -96,6 +99,39 @@ void BatchedGemv(cublasHandle_t handle, const void* const* w, const void* const*
 
 size_t Aligned(size_t bytes) {
   return (bytes + 255) / 256 * 256;
+}
+
+// Side streams, each with its own cuBLAS handle (and so its own workspace), on which the
+// per-expert GEMMs of a large batch run concurrently: one GEMM of a few hundred rows fills
+// about half of an H100, so one after another leaves it half idle. Made once per device and
+// kept for the process.
+constexpr int kSideStreams = 4;
+struct SideStreams {
+  cudaStream_t stream[kSideStreams];
+  cublasHandle_t blas[kSideStreams];
+  cudaEvent_t fork, join[kSideStreams];
+};
+
+SideStreams& Side() {
+  static std::mutex mu;
+  static std::map<int, SideStreams*> by_device;
+  int device = 0;
+  Check(cudaGetDevice(&device), "current device");
+  std::lock_guard<std::mutex> lock(mu);
+  SideStreams*& s = by_device[device];
+  if (s == nullptr) {
+    auto made = std::make_unique<SideStreams>();
+    Check(cudaEventCreateWithFlags(&made->fork, cudaEventDisableTiming), "side stream event");
+    for (int i = 0; i < kSideStreams; ++i) {
+      Check(cudaStreamCreateWithFlags(&made->stream[i], cudaStreamNonBlocking), "side stream");
+      Check(cudaEventCreateWithFlags(&made->join[i], cudaEventDisableTiming), "side stream event");
+      if (cublasCreate(&made->blas[i]) != CUBLAS_STATUS_SUCCESS)
+        throw std::runtime_error("MoeGroupedExperts: cuBLAS handle for a side stream");
+      cublasSetStream(made->blas[i], made->stream[i]);
+    }
+    s = made.release();
+  }
+  return *s;
 }
 
 // xs[slot] = x[perm[slot]], zeros where perm is -1 (padding rows).
@@ -341,12 +377,31 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
     Check(cudaStreamSynchronize(stream), "permutation upload");
     PaddedGatherKernel<<<static_cast<unsigned>(slots), 128, 0, stream>>>(x, H, dev_index, xs);
     CheckLaunch("MoeGroupedExperts gather");
+    // One cublasGemmEx per expert, spread over the side streams (forked from and joined
+    // back into `stream`).
     auto loop = [&](const bf16* in, int64_t k, const bf16* w, int64_t n, void* y, ElemType yt) {
       const size_t y_size = yt == ElemType::kF32 ? 4 : 2;
+      SideStreams& side = Side();
+      Check(cudaEventRecord(side.fork, stream), "fork");
+      for (int i = 0; i < kSideStreams; ++i)
+        Check(cudaStreamWaitEvent(side.stream[i], side.fork, 0), "fork");
+      // Joined on every exit, so `stream` (and the scratch release queued on it) waits for
+      // whatever the side streams were given.
+      struct Join {
+        SideStreams& side;
+        cudaStream_t stream;
+        ~Join() {
+          for (int i = 0; i < kSideStreams; ++i) {
+            cudaEventRecord(side.join[i], side.stream[i]);
+            cudaStreamWaitEvent(stream, side.join[i], 0);
+          }
+        }
+      } join{side, stream};
       for (int64_t g = 0; g < G; ++g) {
         const int64_t e = experts_used[g], off = group_start[g];
-        Linear(handle, in + off * k, count[e], k, w + e * n * k, n, nullptr,
-               static_cast<char*>(y) + off * n * y_size, yt, stream);
+        const int i = static_cast<int>(g % kSideStreams);
+        Linear(side.blas[i], in + off * k, count[e], k, w + e * n * k, n, nullptr,
+               static_cast<char*>(y) + off * n * y_size, yt, side.stream[i]);
       }
     };
     if (mode == Mode::kPadded) {
