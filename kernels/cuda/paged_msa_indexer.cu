@@ -156,19 +156,22 @@ void PagedIndexerSelectBlocks(const bf16* index_q, const bf16* index_k_pages,
   const size_t need = IndexerWorkspaceBytes(layout, p);
   std::lock_guard<std::mutex> lock(mu);
   if (need > capacity) {
-    // The stream may still use the old buffer: let it finish before the buffer is freed.
-    if (buffer != nullptr) {
-      cudaStreamSynchronize(stream);
-      cudaFree(buffer);
-      buffer = nullptr;
-      capacity = 0;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream, &capture);
+    if (capture != cudaStreamCaptureStatusNone) {
+      // No allocation inside a capture: this step takes the generic kernel (same selection).
+      GenericSelect(index_q, index_k_pages, layout, p, max_seq_len, selected, stream);
+      return;
     }
+    // The old buffer is kept, not freed: CUDA graphs captured with it may still replay.
     const size_t grown = need + need / 2;
-    if (cudaMalloc(&buffer, grown) != cudaSuccess) {
+    void* fresh = nullptr;
+    if (cudaMalloc(&fresh, grown) != cudaSuccess) {
       cudaGetLastError();
       throw std::runtime_error("MSA indexer: cannot allocate a workspace of " +
                                std::to_string(grown) + " bytes");
     }
+    buffer = fresh;
     capacity = grown;
   }
   PagedIndexerSelect(index_q, IndexKeys{index_k_pages, nullptr, nullptr}, layout, p, max_seq_len,

@@ -39,8 +39,10 @@ void PagedIndexerSelect(const bf16* index_q, const IndexKeys& keys, const PagedL
                         const IndexerParams& p, int64_t max_seq_len, void* workspace,
                         size_t workspace_bytes, int32_t* selected, cudaStream_t stream);
 
-// bf16 keys with a workspace this module keeps (grown on demand, so a step that grows it must
-// not be under graph capture).
+// bf16 keys with a workspace this module keeps, grown on demand and never freed (graphs captured
+// with an older one may replay); a step under graph capture that would need it to grow takes
+// the generic kernel instead. Graph-captured callers should pass their own workspace to
+// PagedIndexerSelect.
 void PagedIndexerSelectBlocks(const bf16* index_q, const bf16* index_k_pages,
                               const PagedLayout& layout, const IndexerParams& p,
                               int64_t max_seq_len, int32_t* selected, cudaStream_t stream);
