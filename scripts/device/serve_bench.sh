@@ -8,7 +8,7 @@
 # EXTRA_BINS="m3-bench-serve m3-make-random-checkpoint"), carried at BUNDLE. Logs and results
 # under $OUT. Each step has a time limit so the run ends inside the device's 10 minutes.
 # Usage (repo root): bash scripts/device/serve_bench.sh BUNDLE [CONC] [PROMPT] [OUTPUT]
-#   env: TESTS=0 skips cuda_test, TESTS_TC picks its cases (default "CUDA graphs*"), TEST_REPEAT
+#   env: BENCH=0 stops after the tests; TESTS=0 skips cuda_test, TESTS_TC picks its cases (default "CUDA graphs*"), TEST_REPEAT
 #        runs it that many times; BENCH_REPEAT runs m3-bench-serve that many times per server;
 #        GRAPHS="on off" (the order of the two serve runs); RUNS (m3-bench-serve --runs, default
 #        1); SERVE_S bounds each bench (seconds); EXTRA_SERVE_ARGS (e.g. --no-prefix-caching)
@@ -41,6 +41,7 @@ step() { echo "== $* ($(date +%T))"; }
       echo "cuda_test rc=${PIPESTATUS[0]}"
     done
   fi
+  if [ "${BENCH:-1}" = 0 ]; then step "done (BENCH=0: no benchmark)"; exit 0; fi
   free -g | head -2
   df -h /dev/shm /tmp | cat
   shm_gb=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)

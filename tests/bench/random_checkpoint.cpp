@@ -9,7 +9,10 @@
 // uniform with the standard deviation of an initializer (embeddings 1, matrices 0.02), norms 1,
 // biases 0. The engine takes token ids, so no tokenizer is written.
 //   m3-make-random-checkpoint --out DIR [--layers N] [--experts N] [--vocab N] [--threads N]
-//       [--max-position N] [--seed S]
+//       [--max-position N] [--seed S] [--hidden N] [--heads N] [--expert-inter N]
+//       [--shared-inter N] [--dense-inter N]
+// (head_dim 128, 4 KV heads and the MSA index widths stay the real ones: narrower --hidden /
+// --heads give small models on the same attention kernels, e.g. for tests.)
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -222,7 +225,8 @@ void Fill(const Tensor& t, uint64_t first, uint64_t last, uint16_t* out, uint64_
   std::fprintf(stderr,
                "m3-make-random-checkpoint: %s\nusage: m3-make-random-checkpoint --out DIR "
                "[--layers N] [--experts N] [--vocab N] [--threads N] [--max-position N] "
-               "[--seed S]\n",
+               "[--seed S] [--hidden N] [--heads N] [--expert-inter N] [--shared-inter N] "
+               "[--dense-inter N]\n",
                why.c_str());
   std::exit(2);
 }
@@ -260,6 +264,16 @@ int main(int argc, char** argv) {
       w.max_position = n;
     else if (a == "--seed")
       seed = static_cast<uint64_t>(n);
+    else if (a == "--hidden")
+      w.hidden = n;
+    else if (a == "--heads")
+      w.heads = n;
+    else if (a == "--expert-inter")
+      w.expert_inter = n;
+    else if (a == "--shared-inter")
+      w.shared_inter = n;
+    else if (a == "--dense-inter")
+      w.dense_inter = n;
     else
       Usage("unknown option " + a);
   }
@@ -267,6 +281,7 @@ int main(int argc, char** argv) {
   if (w.layers < 2) Usage("--layers must be at least 2 (a full attention layer, then MSA)");
   if (w.experts < w.topk) Usage("--experts must be at least the top-k (4)");
   if (w.vocab < 16) Usage("--vocab must be at least 16");
+  if (w.heads % w.kv_heads != 0) Usage("--heads must be a multiple of the 4 KV heads");
   const auto start = std::chrono::steady_clock::now();
 
   std::vector<Tensor> tensors = Tensors(w);
