@@ -12,7 +12,7 @@
 //   expert's GEMM alone would not; uneven ones run the gate_up GEMMs of every expert in one
 //   cublasGemmGroupedBatchedEx call for small groups, or one cublasGemmEx per expert for large
 //   groups, which measured faster there (docs/PERF.md), and the down GEMMs (f32 out, which
-//   the grouped call refuses) per expert.
+//   the grouped call refuses) per expert; per-expert GEMMs spread over side streams.
 // M3_MOE_GEMM=gemv|pick|padded|grouped|loop forces a path where it can run (tests, benchmarks).
 #include "kernels/cuda/moe_experts.cuh"
 

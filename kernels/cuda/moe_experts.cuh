@@ -1,6 +1,7 @@
 // Grouped MoE experts on the GPU, the twin of kernels/cpu/moe_experts.h: token permutation by
-// expert, each expert's gate_up GEMM, SwiGLU-OAI, down GEMM (cuBLAS per expert group, f32
-// accumulation, expert outputs kept in f32), and the weighted un-permutation
+// expert, each expert's gate_up GEMM, SwiGLU-OAI, down GEMM (cuBLAS, or the GEMV kernels of
+// moe_expert_gemv.cuh for decode-sized batches; f32 accumulation, expert outputs kept in f32),
+// and the weighted un-permutation
 // out[r] = scale * sum_j weights[r, j] * y_{ids[r, j]}(x[r]) + out[r], summed in expert order.
 // gate_up [E, 2I, H], down [E, H, I] bf16; x / out [rows, H] bf16; ids i32 [rows, k] (device).
 #pragma once
@@ -23,9 +24,9 @@ struct MoeExpertsDims {
   float scale = 1.0f;
 };
 
-// Decode-sized batches (rows * topk <= experts) run without a host synchronization; larger ones
-// synchronize the stream once (the expert group sizes decide the grouped GEMM's problems). The
-// handle must be bound to `stream`.
+// Decode-sized batches (up to kMoeGemvMaxPicks = 512 picks, rows * topk) run without a host
+// synchronization; larger ones synchronize the stream once (the expert group sizes decide the
+// GEMMs). The handle must be bound to `stream`.
 void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
                        const void* weights, ElemType weights_t, const bf16* gate_up,
                        const bf16* down, const MoeExpertsDims& dims, bf16* out,

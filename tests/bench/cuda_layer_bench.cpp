@@ -9,9 +9,10 @@
 //   - prefill of one long prompt: achieved TFLOP/s (useful FLOPs: projections, the selected
 //     experts' GEMMs, the indexer over the causal keys and attention over the selected keys)
 //     against the measured peak.
-// Times are medians of CUDA-event timings on the backend's stream after warm-up. --breakdown
-// adds per-op timings (events around every backend op, in separate runs). --json writes the
-// figures for scripts/device/torch_layer_bench.py's side-by-side. docs/PERF.md has the results.
+// Times are medians of CUDA-event timings on the backend's stream after warm-up. --graphs
+// replays decode steps as the graph's recorded CUDA graphs. --breakdown adds per-op timings
+// (events around every backend op, in separate op-by-op runs). --json writes the figures for
+// scripts/device/torch_layer_bench.py's side-by-side. docs/PERF.md has the results.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
