@@ -66,64 +66,70 @@ __device__ __forceinline__ uint32_t AscKey(float v) {
 }
 
 constexpr int kRadixWarps = 4;
-constexpr size_t kMaxStagedBytes = 96 * 1024;  // 6144 blocks (768K tokens) per row staged
+constexpr size_t kMaxStagedBytes = 96 * 1024;  // per thread block
 
-// kStaged: each warp first copies its row's keys into shared memory (loads unrolled, many in
-// flight) so the passes read shared memory; without it (very long block tables) they re-read
-// the row through L1.
-template <bool kStaged>
-__global__ void __launch_bounds__(kRadixWarps * 32)
+// kSplit warps per (row, head): 1 (4 selections per thread block) when the step has many of
+// them (prefill) or rows are short, 8 when it has few long ones (decode), each warp then selecting
+// from an eighth of the row and warp 0 taking the k smallest of their 8 x k candidates. A warp
+// first copies its keys into shared memory (loads unrolled, many in flight), then selects from
+// there.
+template <int kSplit>
+__global__ void __launch_bounds__((kSplit == 1 ? kRadixWarps : kSplit) * 32)
     RadixTopKKernel(const float* scores, PagedLayout L, int64_t heads, int64_t block_size,
                     int64_t max_blocks, int64_t topk, int64_t local_blocks, int32_t* selected) {
-  __shared__ uint32_t hist[kRadixWarps][256];
-  __shared__ uint64_t cand[kRadixWarps][32];
+  constexpr int kPairs = kRadixWarps / (kSplit < kRadixWarps ? kSplit : kRadixWarps);
+  constexpr int kWarps = kSplit * kPairs;  // warps per thread block
+  __shared__ uint32_t hist[kWarps][256];
+  __shared__ uint64_t cand[kWarps][32];
+  extern __shared__ uint32_t staged[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t g = int64_t{blockIdx.x} * kRadixWarps + warp;
-  if (g >= L.rows * heads) return;
+  const int64_t g = int64_t{blockIdx.x} * kPairs + warp / kSplit;  // (row, head) pair
+  const int part = warp % kSplit;
+  if (g >= L.rows * heads) return;  // uniform over the warps of a pair
   const int64_t r = g / heads, h = g % heads;
   const int64_t s = L.SeqOf(r), pos = L.PositionOf(s, r);
   int nb = static_cast<int>(pos / block_size + 1);
   if (nb > max_blocks) nb = static_cast<int>(max_blocks);
   const int k = static_cast<int>(topk < nb ? topk : nb);
+  const int chunk = (nb + kSplit - 1) / kSplit;
+  const int base = part * chunk;
+  const int n = nb - base < chunk ? (nb - base > 0 ? nb - base : 0) : chunk;
+  const int kw = k < n ? k : n;                                 // this warp's candidates
   const int first_local = nb - static_cast<int>(local_blocks);  // clamped at 0 by the compare
   const float* row = scores + (r * heads + h) * max_blocks;
-  extern __shared__ uint32_t staged[];
-  uint32_t* mine = staged + warp * max_blocks;
-  auto load_key = [&](int i) { return i >= first_local ? AscKey(INFINITY) : AscKey(row[i]); };
-  if constexpr (kStaged) {
+  const int stride = static_cast<int>((max_blocks + kSplit - 1) / kSplit);
+  uint32_t* mine = staged + warp * stride;
 #pragma unroll 8
-    for (int i = lane; i < nb; i += 32) mine[i] = load_key(i);
-    __syncwarp();
-  }
-  auto key_at = [&](int i) { return kStaged ? mine[i] : load_key(i); };
+  for (int i = lane; i < n; i += 32)
+    mine[i] = base + i >= first_local ? AscKey(INFINITY) : AscKey(row[base + i]);
+  __syncwarp();
   const uint32_t lt_mask = (1u << lane) - 1;
 
   // The bits every key shares (a row's block maxima mostly share sign and exponent) are fixed
   // at once: digits start below them, so the histogram bins spread instead of all lanes
   // contending for one.
   uint32_t all_and = ~0u, all_or = 0u;
-  for (int i = lane; i < nb; i += 32) {
-    const uint32_t key = key_at(i);
-    all_and &= key;
-    all_or |= key;
+  for (int i = lane; i < n; i += 32) {
+    all_and &= mine[i];
+    all_or |= mine[i];
   }
   all_and = __reduce_and_sync(0xffffffffu, all_and);
   all_or = __reduce_or_sync(0xffffffffu, all_or);
   const uint32_t differ = all_and ^ all_or;
-  // Radix select of the k-th smallest key: prefix/mask hold the bits fixed so far, want is how
+  // Radix select of the kw-th smallest key: prefix/mask hold the bits fixed so far, want is how
   // many keys matching the prefix are still to be taken.
   const int top = differ == 0 ? -1 : 31 - __clz(differ);
   uint32_t mask = top < 0 ? ~0u : top >= 31 ? 0u : ~((2u << top) - 1u);  // the shared bits
   uint32_t prefix = all_and & mask;
-  int want = k;
-  for (int hi = top; hi >= 0; hi -= 8) {
+  int want = kw;
+  for (int hi = top; hi >= 0 && kw > 0; hi -= 8) {
     const int lo = hi >= 7 ? hi - 7 : 0;
     const uint32_t width_mask = (2u << (hi - lo)) - 1u;
 #pragma unroll
     for (int e = 0; e < 8; ++e) hist[warp][lane * 8 + e] = 0;
     __syncwarp();
-    for (int i = lane; i < nb; i += 32) {
-      const uint32_t key = key_at(i);
+    for (int i = lane; i < n; i += 32) {
+      const uint32_t key = mine[i];
       if ((key & mask) == prefix) atomicAdd(&hist[warp][(key >> lo) & width_mask], 1u);
     }
     __syncwarp();
@@ -136,8 +142,8 @@ __global__ void __launch_bounds__(kRadixWarps * 32)
     uint32_t incl = total;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-      const uint32_t n = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += n;
+      const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
     }
     const uint32_t excl = incl - total;
     const uint32_t w = static_cast<uint32_t>(want);
@@ -162,38 +168,63 @@ __global__ void __launch_bounds__(kRadixWarps * 32)
     if (in_bin == static_cast<uint32_t>(want)) break;  // the whole bin is taken
   }
 
-  // Keys below the prefix all go in (k - want of them), then the first `want` equal ones by
+  // Keys below the prefix all go in (kw - want of them), then the first `want` equal ones by
   // block index; candidates land in index order.
   int less_seen = 0, eq_seen = 0;
-  for (int i0 = 0; i0 < nb; i0 += 32) {
+  for (int i0 = 0; i0 < n; i0 += 32) {
     const int i = i0 + lane;
-    const uint32_t key = i < nb ? key_at(i) : ~0u;
-    const bool less = i < nb && (key & mask) < prefix;
-    const bool eq = i < nb && (key & mask) == prefix;
+    const uint32_t key = i < n ? mine[i] : ~0u;
+    const bool less = i < n && (key & mask) < prefix;
+    const bool eq = i < n && (key & mask) == prefix;
     const uint32_t bl = __ballot_sync(0xffffffffu, less), be = __ballot_sync(0xffffffffu, eq);
-    const uint64_t packed = (uint64_t{key} << 32) | static_cast<uint32_t>(i);
+    const uint64_t packed = (uint64_t{key} << 32) | static_cast<uint32_t>(base + i);
     if (less) cand[warp][less_seen + __popc(bl & lt_mask)] = packed;
     if (eq) {
       const int rank = eq_seen + __popc(be & lt_mask);
-      if (rank < want) cand[warp][k - want + rank] = packed;
+      if (rank < want) cand[warp][kw - want + rank] = packed;
     }
     less_seen += __popc(bl);
     eq_seen += __popc(be);
   }
   __syncwarp();
-  uint64_t v = lane < k ? cand[warp][lane] : ~uint64_t{0};
-  for (int size = 2; size <= 32; size <<= 1)
-    for (int j = size >> 1; j > 0; j >>= 1) {
-      const uint64_t other = __shfl_xor_sync(0xffffffffu, v, j);
-      const bool ascending = (lane & size) == 0, lower = (lane & j) == 0;
-      v = (lower == ascending) ? (v < other ? v : other) : (v < other ? other : v);
-    }
+  uint64_t v = lane < kw ? cand[warp][lane] : ~uint64_t{0};
   const uint32_t neg_inf = AscKey(-INFINITY);
-  if (lane < topk) {
-    int32_t* out = selected + (h * L.rows + r) * topk;
-    out[lane] = lane < k && static_cast<uint32_t>(v >> 32) != neg_inf
-                    ? static_cast<int32_t>(v & 0xffffffffu)
-                    : -1;
+  int32_t* out = selected + (h * L.rows + r) * topk;
+  auto emit = [&](int i, uint64_t x) {
+    out[i] = i < k && static_cast<uint32_t>(x >> 32) != neg_inf
+                 ? static_cast<int32_t>(x & 0xffffffffu)
+                 : -1;
+  };
+  if constexpr (kSplit == 1) {
+    for (int size = 2; size <= 32; size <<= 1)
+      for (int j = size >> 1; j > 0; j >>= 1) {
+        const uint64_t other = __shfl_xor_sync(0xffffffffu, v, j);
+        const bool ascending = (lane & size) == 0, lower = (lane & j) == 0;
+        v = (lower == ascending) ? (v < other ? v : other) : (v < other ? other : v);
+      }
+    if (lane < topk) emit(lane, v);
+  } else {
+    cand[warp][lane] = v;
+    __syncthreads();
+    if (part != 0) return;
+    // Warp 0 of the pair: k rounds of the smallest of the kSplit x 32 candidates.
+    uint64_t mine_c[kSplit];
+#pragma unroll
+    for (int w2 = 0; w2 < kSplit; ++w2) mine_c[w2] = cand[warp + w2][lane];
+    for (int i = 0; i < topk; ++i) {
+      uint64_t best = mine_c[0];
+#pragma unroll
+      for (int w2 = 1; w2 < kSplit; ++w2) best = mine_c[w2] < best ? mine_c[w2] : best;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const uint64_t other = __shfl_xor_sync(0xffffffffu, best, o);
+        best = other < best ? other : best;
+      }
+      if (lane == 0) emit(i, best);
+#pragma unroll
+      for (int w2 = 0; w2 < kSplit; ++w2)
+        if (mine_c[w2] == best) mine_c[w2] = ~uint64_t{0};  // packed keys are unique
+    }
   }
 }
 
@@ -207,20 +238,26 @@ void IndexTopK(const float* scores, const PagedLayout& layout, int64_t heads, in
     throw std::runtime_error("MSA top-k: " + std::to_string(max_blocks) +
                              " key blocks per sequence is above the supported " +
                              std::to_string(kMaxBlocks));
-  if (topk <= 32) {
-    const int64_t warps = layout.rows * heads;
-    const size_t staged = static_cast<size_t>(kRadixWarps * max_blocks) * sizeof(uint32_t);
-    if (staged <= kMaxStagedBytes) {
-      static const bool attr = [] {
-        cudaFuncSetAttribute(RadixTopKKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kMaxStagedBytes));
-        return true;
-      }();
-      (void)attr;
-      RadixTopKKernel<true><<<Blocks(warps, kRadixWarps), kRadixWarps * 32, staged, stream>>>(
+  const size_t staged_bytes = static_cast<size_t>(kRadixWarps * max_blocks) * sizeof(uint32_t);
+  if (topk <= 32 && staged_bytes <= kMaxStagedBytes) {
+    static const bool attr = [] {
+      cudaFuncSetAttribute(RadixTopKKernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kMaxStagedBytes));
+      cudaFuncSetAttribute(RadixTopKKernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kMaxStagedBytes));
+      return true;
+    }();
+    (void)attr;
+    const int64_t pairs = layout.rows * heads;
+    // Split rows only when they are long and few (128K decode at batch 32: top-k 12.3 -> 8.6 us;
+    // at 8K the merge costs more than it saves).
+    if (pairs >= 512 || max_blocks < 512) {
+      RadixTopKKernel<1><<<Blocks(pairs, kRadixWarps), kRadixWarps * 32, staged_bytes, stream>>>(
           scores, layout, heads, block_size, max_blocks, topk, local_blocks, selected);
     } else {
-      RadixTopKKernel<false><<<Blocks(warps, kRadixWarps), kRadixWarps * 32, 0, stream>>>(
+      // 8 warps per pair, an eighth of the row each: the same staged bytes per thread block.
+      const size_t bytes = static_cast<size_t>(8 * ((max_blocks + 7) / 8)) * sizeof(uint32_t);
+      RadixTopKKernel<8><<<static_cast<unsigned>(pairs), 8 * 32, bytes, stream>>>(
           scores, layout, heads, block_size, max_blocks, topk, local_blocks, selected);
     }
     CheckLaunch("IndexTopK");

@@ -66,8 +66,10 @@ struct Step {
   }
 };
 
+// width_tokens: the block table covers at least this many tokens (a runtime sized for longer
+// contexts than this step's; it changes the kernels' launch shapes, never the selection).
 Step MakeStep(const std::vector<std::pair<int64_t, int64_t>>& seqs, int64_t page_size,
-              uint32_t seed) {
+              uint32_t seed, int64_t width_tokens = 0) {
   Step st;
   st.seqs = static_cast<int64_t>(seqs.size());
   st.page_size = page_size;
@@ -81,7 +83,7 @@ Step MakeStep(const std::vector<std::pair<int64_t, int64_t>>& seqs, int64_t page
     st.max_seq_len = std::max(st.max_seq_len, ctx + n);
     pages += need;
   }
-  st.max_pages += 3;
+  st.max_pages = std::max(st.max_pages + 3, width_tokens / page_size);
   st.rows = st.query_start.back();
   std::vector<int32_t> perm(pages);
   std::iota(perm.begin(), perm.end(), 0);
@@ -253,18 +255,16 @@ TEST_CASE("MSA indexer kernels: mixed decode + prefill step matches the CPU twin
 
 TEST_CASE("MSA indexer kernels: decode-only steps match the CPU twin") {
   for (int64_t ps : {16, 128}) {
-    // Block boundaries (127, 128, 129 keys), the one-block context, 32K.
+    // Block boundaries (127, 128, 129 keys), the one-block context, 32K; block tables 128K wide
+    // (the top-k's split path for few long rows).
     const Step st = MakeStep(
-        {{32767, 1}, {0, 1}, {126, 1}, {127, 1}, {128, 1}, {20000, 1}, {4095, 1}, {9999, 1}}, ps,
-        5);
+        {{32767, 1}, {0, 1}, {126, 1}, {127, 1}, {128, 1}, {20000, 1}, {4095, 1}, {9999, 1}}, ps, 5,
+        131072);
     CheckBf16(st, ps == 16 ? "decode step, page 16" : "decode step, page 128");
   }
 }
 
-TEST_CASE("MSA indexer kernels: exact ties go to the lower block") {
-  // Every key the same vector: all of a row's block scores are equal, so the selection is the
-  // local block and then the lowest blocks, on both sides and for both key types.
-  const Step st = MakeStep(kMixed, 16, 21);
+void CheckTies(const Step& st) {
   Inputs in(st, 23);
   for (int64_t i = 0; i < st.slots * kDim; ++i) {
     in.k.bits[i] = in.k.bits[i % kDim];
@@ -281,6 +281,16 @@ TEST_CASE("MSA indexer kernels: exact ties go to the lower block") {
   kc::QuantizeIndexKeysFp8(reinterpret_cast<const kc::bf16*>(dk.p), st.slots, kDim, codes.p,
                            scales.p, nullptr);
   CHECK(GpuSelect(st, in.dq, kc::IndexKeys{nullptr, codes.p, scales.p}) == cpu);
+}
+
+TEST_CASE("MSA indexer kernels: exact ties go to the lower block") {
+  // Every key the same vector: all of a row's block scores are equal, so the selection is the
+  // local block and then the lowest blocks, on both sides and for both key types; a mixed step
+  // (one warp per selection) and a decode step (8 warps per selection, merged).
+  for (const Step& st :
+       {MakeStep(kMixed, 16, 21), MakeStep({{32767, 1}, {4000, 1}}, 128, 22, 131072)}) {
+    CheckTies(st);
+  }
 }
 
 TEST_CASE("MSA indexer kernels: FP8 quantization matches its CPU twin bit for bit") {
