@@ -207,67 +207,103 @@ bool GroupedGemm(cublasHandle_t handle, const void* const* ptrs, const std::vect
   return true;
 }
 
+// Scratch of one decode-sized call: the caller's workspace when it is large enough (a recorded
+// step allocates nothing), else stream-ordered memory released after the call's work.
+class CallScratch {
+ public:
+  CallScratch(size_t need, const MoeWorkspace& ws, cudaStream_t stream) : stream_(stream) {
+    if (ws.data != nullptr && ws.bytes >= need) {
+      p_ = static_cast<char*>(ws.data);
+    } else {
+      Check(cudaMallocAsync(reinterpret_cast<void**>(&p_), need, stream), "scratch allocation");
+      owned_ = true;
+    }
+  }
+  ~CallScratch() {
+    if (owned_) cudaFreeAsync(p_, stream_);
+  }
+  CallScratch(const CallScratch&) = delete;
+  CallScratch& operator=(const CallScratch&) = delete;
+  char* get() const { return p_; }
+
+ private:
+  char* p_ = nullptr;
+  bool owned_ = false;
+  cudaStream_t stream_;
+};
+
+// Scratch of PerPickExperts: 6 pointer arrays, gu [picks, 2I], act [picks, I] (bf16), ys
+// [picks, H] (f32).
+struct PickLayout {
+  size_t ptr, gu, act, ys;
+  PickLayout(int64_t picks, const MoeExpertsDims& d)
+      : ptr(Aligned(6 * picks * sizeof(void*))),
+        gu(Aligned(picks * 2 * d.inter * 2)),
+        act(Aligned(picks * d.inter * 2)),
+        ys(Aligned(picks * d.hidden * 4)) {}
+  size_t total() const { return ptr + gu + act + ys; }
+};
+
+// Scratch of GemvExperts: the GEMV kernels' own, slot_of_pick [picks], ys [picks, H] (f32).
+struct GemvLayout {
+  size_t own, slots, ys;
+  GemvLayout(int64_t picks, const MoeExpertsDims& d)
+      : own(Aligned(MoeExpertGemvScratchBytes(
+            picks, MoeGemvDims{d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit}))),
+        slots(Aligned(picks * sizeof(int32_t))),
+        ys(Aligned(picks * d.hidden * 4)) {}
+  size_t total() const { return own + slots + ys; }
+};
+
 void PerPickExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
                     const void* weights, ElemType weights_t, const bf16* gate_up, const bf16* down,
-                    const MoeExpertsDims& d, bf16* out, cudaStream_t stream) {
+                    const MoeExpertsDims& d, bf16* out, const MoeWorkspace& ws,
+                    cudaStream_t stream) {
   const int64_t H = d.hidden, I = d.inter, K = d.topk, picks = rows * K;
-  // One scratch allocation: 6 pointer arrays, gu [picks, 2I], act [picks, I] (bf16), ys
-  // [picks, H] (f32).
-  const size_t ptr_bytes = Aligned(6 * picks * sizeof(void*));
-  const size_t gu_bytes = Aligned(picks * 2 * I * 2), act_bytes = Aligned(picks * I * 2);
-  char* scratch = nullptr;
-  Check(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
-                        ptr_bytes + gu_bytes + act_bytes + picks * H * 4, stream),
-        "scratch allocation");
-  const void** ptrs = reinterpret_cast<const void**>(scratch);
-  bf16* gu = reinterpret_cast<bf16*>(scratch + ptr_bytes);
-  bf16* act = reinterpret_cast<bf16*>(scratch + ptr_bytes + gu_bytes);
-  float* ys = reinterpret_cast<float*>(scratch + ptr_bytes + gu_bytes + act_bytes);
-  try {
-    PickPointersKernel<<<Blocks(picks, 128), 128, 0, stream>>>(ids, picks, K, d.experts, H, I, x,
-                                                               gate_up, down, gu, act, ys, ptrs);
-    CheckLaunch("MoeGroupedExperts pick pointers");
-    BatchedGemv(handle, ptrs, ptrs + picks, const_cast<void* const*>(ptrs + 2 * picks), 2 * I, H,
-                CUDA_R_16BF, picks);
-    SwigluOai(gu, picks, I, d.alpha, d.limit, act, stream);
-    BatchedGemv(handle, ptrs + 3 * picks, ptrs + 4 * picks,
-                const_cast<void* const*>(ptrs + 5 * picks), H, I, CUDA_R_32F, picks);
-    UnpermuteKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(ys, nullptr, ids, weights,
-                                                                     weights_t, K, H, d.scale, out);
-    CheckLaunch("MoeGroupedExperts un-permutation");
-  } catch (...) {
-    cudaFreeAsync(scratch, stream);
-    throw;
-  }
-  Check(cudaFreeAsync(scratch, stream), "scratch release");
+  const PickLayout l(picks, d);
+  const CallScratch scratch(l.total(), ws, stream);
+  const void** ptrs = reinterpret_cast<const void**>(scratch.get());
+  bf16* gu = reinterpret_cast<bf16*>(scratch.get() + l.ptr);
+  bf16* act = reinterpret_cast<bf16*>(scratch.get() + l.ptr + l.gu);
+  float* ys = reinterpret_cast<float*>(scratch.get() + l.ptr + l.gu + l.act);
+  PickPointersKernel<<<Blocks(picks, 128), 128, 0, stream>>>(ids, picks, K, d.experts, H, I, x,
+                                                             gate_up, down, gu, act, ys, ptrs);
+  CheckLaunch("MoeGroupedExperts pick pointers");
+  BatchedGemv(handle, ptrs, ptrs + picks, const_cast<void* const*>(ptrs + 2 * picks), 2 * I, H,
+              CUDA_R_16BF, picks);
+  SwigluOai(gu, picks, I, d.alpha, d.limit, act, stream);
+  BatchedGemv(handle, ptrs + 3 * picks, ptrs + 4 * picks,
+              const_cast<void* const*>(ptrs + 5 * picks), H, I, CUDA_R_32F, picks);
+  UnpermuteKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(ys, nullptr, ids, weights,
+                                                                   weights_t, K, H, d.scale, out);
+  CheckLaunch("MoeGroupedExperts un-permutation");
 }
 
 void GemvExperts(const bf16* x, int64_t rows, const int32_t* ids, const void* weights,
                  ElemType weights_t, const bf16* gate_up, const bf16* down, const MoeExpertsDims& d,
-                 bf16* out, cudaStream_t stream) {
+                 bf16* out, const MoeWorkspace& ws, cudaStream_t stream) {
   const int64_t H = d.hidden, K = d.topk, picks = rows * K;
   const MoeGemvDims gd{d.experts, H, d.inter, K, d.alpha, d.limit};
-  // One scratch allocation: the GEMV kernels' own, slot_of_pick [picks], ys [picks, H] (f32).
-  const size_t own = Aligned(MoeExpertGemvScratchBytes(picks, gd));
-  const size_t slots = Aligned(picks * sizeof(int32_t));
-  char* scratch = nullptr;
-  Check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), own + slots + picks * H * 4, stream),
-        "scratch allocation");
-  int32_t* slot_of_pick = reinterpret_cast<int32_t*>(scratch + own);
-  float* ys = reinterpret_cast<float*>(scratch + own + slots);
-  try {
-    MoeExpertGemv(x, rows, ids, gate_up, down, gd, scratch, ys, slot_of_pick, stream);
-    UnpermuteKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(ys, slot_of_pick, ids, weights,
-                                                                     weights_t, K, H, d.scale, out);
-    CheckLaunch("MoeGroupedExperts un-permutation");
-  } catch (...) {
-    cudaFreeAsync(scratch, stream);
-    throw;
-  }
-  Check(cudaFreeAsync(scratch, stream), "scratch release");
+  const GemvLayout l(picks, d);
+  const CallScratch scratch(l.total(), ws, stream);
+  int32_t* slot_of_pick = reinterpret_cast<int32_t*>(scratch.get() + l.own);
+  float* ys = reinterpret_cast<float*>(scratch.get() + l.own + l.slots);
+  MoeExpertGemv(x, rows, ids, gate_up, down, gd, scratch.get(), ys, slot_of_pick, stream);
+  UnpermuteKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(ys, slot_of_pick, ids, weights,
+                                                                   weights_t, K, H, d.scale, out);
+  CheckLaunch("MoeGroupedExperts un-permutation");
 }
 
 }  // namespace
+
+size_t MoeExpertsWorkspaceBytes(int64_t rows, const MoeExpertsDims& d) {
+  const int64_t picks = rows * d.topk;
+  const MoeGemvDims gd{d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit};
+  size_t bytes = 0;
+  if (MoeExpertGemvFits(picks, gd)) bytes = GemvLayout(picks, d).total();
+  if (picks <= d.experts) bytes = std::max(bytes, PickLayout(picks, d).total());
+  return bytes;
+}
 
 int64_t MoeGroupedGemmFallbacks() {
   return grouped_fallbacks.load();
@@ -275,7 +311,8 @@ int64_t MoeGroupedGemmFallbacks() {
 
 void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
                        const void* weights, ElemType weights_t, const bf16* gate_up,
-                       const bf16* down, const MoeExpertsDims& d, bf16* out, cudaStream_t stream) {
+                       const bf16* down, const MoeExpertsDims& d, bf16* out, cudaStream_t stream,
+                       const MoeWorkspace& workspace) {
   const int64_t H = d.hidden, I = d.inter, E = d.experts, K = d.topk, picks = rows * K;
   if (rows <= 0) return;
   if (K > kMaxTopk) throw std::runtime_error("MoeGroupedExperts: top-k above 32");
@@ -283,12 +320,13 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
   const MoeGemvDims gd{E, H, I, K, d.alpha, d.limit};
   const bool gemv = MoeExpertGemvFits(picks, gd), few = picks <= kPickMaxPicks && picks <= E;
   if (gemv && (path == Path::kGemv || (path == Path::kAuto && !few))) {
-    GemvExperts(x, rows, ids, weights, weights_t, gate_up, down, d, out, stream);
+    GemvExperts(x, rows, ids, weights, weights_t, gate_up, down, d, out, workspace, stream);
     return;
   }
   if (picks <= E && (path == Path::kPick || (path == Path::kAuto && (few || !gemv)) ||
                      (path == Path::kGemv && !gemv))) {
-    PerPickExperts(handle, x, rows, ids, weights, weights_t, gate_up, down, d, out, stream);
+    PerPickExperts(handle, x, rows, ids, weights, weights_t, gate_up, down, d, out, workspace,
+                   stream);
     return;
   }
   std::vector<int32_t> host_ids(picks);

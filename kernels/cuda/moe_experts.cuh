@@ -8,6 +8,7 @@
 
 #include <cublas_v2.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_util.cuh"
@@ -24,13 +25,23 @@ struct MoeExpertsDims {
   float scale = 1.0f;
 };
 
+// Device memory a caller lends the decode-sized paths, so a recorded decode step allocates
+// nothing; without it (or too small) they allocate stream-ordered scratch.
+struct MoeWorkspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+// The workspace a batch of `rows` rows uses (0: it takes the host-synchronized path, which
+// allocates its own).
+size_t MoeExpertsWorkspaceBytes(int64_t rows, const MoeExpertsDims& dims);
+
 // Decode-sized batches (up to kMoeGemvMaxPicks = 512 picks, rows * topk) run without a host
 // synchronization; larger ones synchronize the stream once (the expert group sizes decide the
 // GEMMs). The handle must be bound to `stream`.
 void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
                        const void* weights, ElemType weights_t, const bf16* gate_up,
-                       const bf16* down, const MoeExpertsDims& dims, bf16* out,
-                       cudaStream_t stream);
+                       const bf16* down, const MoeExpertsDims& dims, bf16* out, cudaStream_t stream,
+                       const MoeWorkspace& workspace = {});
 
 // How many grouped GEMM calls this process ran as per-expert loops instead (cuBLAS refused the
 // grouped call), for benchmarks to report which path they measured.

@@ -560,10 +560,12 @@ class CudaBackend : public Backend {
               gate_up.dtype == DType::kBF16 && down.dtype == DType::kBF16 &&
               IsFloatActivation(weights.dtype),
           "MoeExperts shapes");
+    const size_t bytes = k::MoeExpertsWorkspaceBytes(x.rows(), d);
+    const k::MoeWorkspace ws{OpScratch(bytes), bytes};
     Run("MoeExperts", [&] {
       k::MoeGroupedExperts(ctx_->blas, x.data<bf16>(), x.rows(), ids.data<int32_t>(),
                            weights.data<void>(), ToElem(weights.dtype), gate_up.data<bf16>(),
-                           down.data<bf16>(), d, out.data<bf16>(), S());
+                           down.data<bf16>(), d, out.data<bf16>(), S(), ws);
     });
   }
 
