@@ -119,11 +119,13 @@ class Backend {
 
   // ---- step workspace and recorded steps (the defaults: none; GPU backends implement them) ----
   // Reserves `bytes` of scratch once; between BeginStep and EndStep, Alloc hands out pieces of
-  // it (reset at each BeginStep) instead of allocating, so tensors made in a step must not
-  // outlive it.
+  // it (from offset `from` on, reset at each BeginStep) instead of allocating, so tensors made
+  // in a step must not outlive it. StepWorkspaceUsed: the offset the step has reached (a
+  // recorded graph's outputs lie below it, so work after its replay starts there).
   virtual void ReserveStepWorkspace(size_t /*bytes*/) {}
-  virtual void BeginStep() {}
+  virtual void BeginStep(size_t /*from*/ = 0) {}
   virtual void EndStep() {}
+  virtual size_t StepWorkspaceUsed() const { return 0; }
   // Records `ops` (issued between BeginStep and EndStep, nothing run) into a graph; null when
   // this backend cannot record or the ops cannot be recorded (a host synchronization inside).
   virtual std::unique_ptr<StepGraph> Record(const std::function<void()>& /*ops*/) {

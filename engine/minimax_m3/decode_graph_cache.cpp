@@ -153,6 +153,7 @@ bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
     be_.BeginStep();  // the recording takes the workspace from its start again
     try {
       e.graph = be_.Record([&] { e.logits = forward(e.meta, e.ids); });
+      e.workspace_end = be_.StepWorkspaceUsed();
     } catch (const Error& what) {
       // An op that could not be recorded (e.g. a workspace it needs is missing): this bucket
       // runs op by op, where the same error, if it is one, surfaces.
@@ -172,6 +173,13 @@ bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
   }
   e.graph->Replay();
   ++replays_;
+  // What reads the logits (device sampling) takes its buffers from the step workspace above
+  // the graph's, which hold the logits.
+  be_.BeginStep(e.workspace_end);
+  struct EndStep {
+    backend::Backend& be;
+    ~EndStep() { be.EndStep(); }
+  } end_step{be_};
   take(e.logits.Rows(0, n));
   return true;
 }

@@ -56,6 +56,7 @@ class DecodeGraphCache {
     backend::DeviceTensor ids, logits;  // logits: the recorded forward's output
     std::unique_ptr<backend::StepGraph> graph;
     bool failed = false;        // recording failed: this bucket runs eagerly
+    size_t workspace_end = 0;   // step workspace the recording took (its logits lie below)
     std::vector<uint8_t> host;  // the inputs' host image
   };
   Entry& Get(int64_t rows, int64_t width);

@@ -112,6 +112,11 @@ size_t M3DecoderGraph::StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t wi
   add(logit_rows * 4);
   add(logit_rows * H * act);
   add(logit_rows * t.vocab_size * 4);
+  // Device sampling (Backend::SampleRows): a float32 copy of the logits, each row's token
+  // history (tokens and counts, at most the vocabulary), its parameters, masks and results.
+  add(logit_rows * t.vocab_size * 4);
+  add(logit_rows * t.vocab_size * 8);
+  add(logit_rows * 4096);
   // Uploads of bf16 tensors stage through a float32 copy (rotary rows are float32 already).
   return static_cast<size_t>(total + (int64_t{4} << 20));
 }
@@ -223,9 +228,8 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
   DeviceTensor ids = be.Alloc(DType::kI32, {rows});
   be.Upload(b.token_ids.data(), ids);
   const DeviceTensor out = Forward(meta, ids, b.media, &b.logits_rows, capture);
-  // `out` stays valid until the next BeginStep; what the sink allocates (device sampling's
-  // scratch) is not the step's and must not count against its workspace.
-  be.EndStep();
+  // Device sampling's buffers come from the workspace too, after the step's (it is sized for
+  // them: StepWorkspaceBytes).
   if (n > 0) take(out);
 }
 

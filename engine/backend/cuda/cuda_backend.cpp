@@ -231,11 +231,12 @@ class CudaBackend : public Backend {
     workspace_ = std::make_shared<CudaBuffer>(bytes, true, ctx_);
     Log(LogLevel::kInfo, "cuda backend: ", MiB(bytes), " step workspace on ", ctx_->name);
   }
-  void BeginStep() override {
+  void BeginStep(size_t from = 0) override {
     in_step_ = true;
-    workspace_used_ = 0;
+    workspace_used_ = (from + 255) / 256 * 256;
   }
   void EndStep() override { in_step_ = false; }
+  size_t StepWorkspaceUsed() const override { return workspace_used_; }
   std::unique_ptr<StepGraph> Record(const std::function<void()>& ops) override {
     ReleaseStaging();
     recording_ = true;
