@@ -1,12 +1,13 @@
 // The MSA indexer's scoring stage on the GPU: per (row, index head, key block) the block's max
 // of q . k over the row's visible keys, written to a workspace scores [rows, heads, max_blocks]
 // (f32) that msa_index_topk.cuh selects from. Blocks past a row's position are left unwritten.
-// Two kernels: decode rows (sequences of one row) on CUDA cores, one thread block per (row, key
-// block), all heads at once so each key is read once (the scan is bound by the index-key bytes);
-// prefill rows on tensor cores (mma.sync m16n8k16 bf16, f32 accumulate), 128 query vectors
-// (rows x heads of one sequence) against key blocks staged in shared memory, the block max
-// taken in the epilogue so the score matrix never leaves registers. Keys bf16 or FP8 (e4m3
-// codes converted exactly to bf16, the per-key scale applied to the dot product).
+// Both kernels use tensor cores (mma.sync m16n8k16 bf16, f32 accumulate) and take the block max
+// from the accumulators, so no score matrix is ever stored. Decode rows (sequences of one row):
+// the key block as the MMA M dimension and the row's heads padded into N = 8, so each key is
+// read once for all heads; blocks stream through a cp.async pipeline (the scan is bound by the
+// index-key bytes). Prefill rows: 128 query vectors (rows x heads of one sequence) against key
+// blocks staged in shared memory, causal. Keys bf16 or FP8 (e4m3 codes converted exactly to
+// bf16, the per-key scale applied to the dot product).
 // Shapes: index head_dim 128, block size 128, heads 1, 2, 4 or 8 (IndexScoresSupported).
 #pragma once
 

@@ -1,12 +1,12 @@
 // IndexTopK: scores become 32-bit keys (order-preserving float bits inverted: ascending key =
-// descending score; the block index breaks ties, lower first). For k <= 32 one warp per
-// (row, head) finds the k-th key by radix select (8-bit digits from the top, a shared-memory
-// histogram per pass, starting below the bits all of the row's keys share, stopping once the
-// digit's bin holds exactly the keys still wanted), takes
-// the keys below it and the lowest-indexed equal ones in one ballot pass, and sorts those k by
-// a warp bitonic sort: a few passes over the row, no block barriers, so prefill's hundreds of
-// thousands of (row, head) selections stay cheap. Larger k: one block per (row, head) bitonic-
-// sorts all (key, block) pairs in shared memory.
+// descending score; the block index breaks ties, lower first). For k <= 32 (and rows staged in
+// shared memory) a warp finds the k-th key by radix select (8-bit digits starting below the
+// bits all of its keys share, a shared-memory histogram per pass, stopping once the digit's
+// bin holds exactly the keys still wanted), takes the keys below it and the lowest-indexed
+// equal ones in one ballot pass, and sorts those k by a warp bitonic sort: a few passes over
+// the row, no block barriers, so prefill's hundreds of thousands of selections stay cheap.
+// Larger k or very long block tables: one block per (row, head) bitonic-sorts all (key, block)
+// pairs in shared memory.
 #include "kernels/cuda/msa_index_topk.cuh"
 
 namespace m3::kernels::cuda {
