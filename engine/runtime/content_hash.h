@@ -8,18 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/random_stream.h"
+
 namespace m3::engine {
 
-// A strong 64-bit finalizer (xor-shift / multiply rounds): every input bit affects every
-// output bit, so chained values stay well spread.
-inline uint64_t Mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
+using kernels::Mix64;  // kernels/random_stream.h: the mixer the CUDA sampler shares
 
 // Combines an accumulated hash with one more 64-bit value (order-dependent).
 inline uint64_t HashCombine(uint64_t seed, uint64_t value) {

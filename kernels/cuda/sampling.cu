@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/cuda/sampling.cuh"
+#include "kernels/random_stream.h"
 
 namespace m3::kernels::cuda {
 namespace {
@@ -18,21 +19,6 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kTile = kThreads * 4;             // elements per step of an id-ordered scan
 constexpr double kFixedOne = 17592186044416.0;  // 2^44
 using u64 = unsigned long long;
-
-// engine/runtime/content_hash.h Mix64 and engine/runtime/counter_rng.h CounterUniform.
-__device__ __forceinline__ uint64_t Mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-__device__ __forceinline__ double DeviceCounterUniform(uint64_t seed, uint64_t counter) {
-  uint64_t x = Mix64(seed ^ 0x6a09e667f3bcc909ULL);
-  x = Mix64(x + 0x9e3779b97f4a7c15ULL * (counter + 1));
-  return static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0);
-}
 
 // Unsigned key ordered as the floats (-0 and +0 equal, as the host compares them); 0 is never
 // the key of a number, so it marks "not eligible".
@@ -319,7 +305,7 @@ __global__ void __launch_bounds__(kThreads)
       total = BlockSumU64(t, sh);
     }
     // The draw walks the kept tokens in ascending id.
-    const double u = DeviceCounterUniform(p.seed, p.counter);
+    const double u = CounterUniform(p.seed, p.counter);
     u64 ufix = static_cast<u64>(u * static_cast<double>(total));
     if (ufix >= total) ufix = total - 1;
     token = OrderedFind(vocab, ufix, final_weight, sh);
@@ -388,7 +374,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void UniformKernel(const uint64_t* seeds, const uint64_t* counters, int64_t n,
                               double* out) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i < n) out[i] = DeviceCounterUniform(seeds[i], counters[i]);
+  if (i < n) out[i] = CounterUniform(seeds[i], counters[i]);
 }
 
 }  // namespace
