@@ -27,7 +27,8 @@ class HttpExchange {
   virtual void Respond(HttpResponse response) = 0;
 
   // Sends the status line and headers of `head` (its body is ignored; the body follows with
-  // chunked transfer encoding) and returns at once.
+  // chunked transfer encoding) and returns at once. For a HEAD request the head is the whole
+  // response: the stream ends there and Write returns false.
   virtual void StartStream(HttpResponse head) = 0;
   // Queues `data` as the next chunk of a started stream. Returns false when the client has
   // gone, the stream has ended, or the queued bytes would pass the server's bound (the

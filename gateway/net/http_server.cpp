@@ -165,6 +165,9 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string bytes = SerializeHead(head);
     queued_bytes_ += bytes.size();
     queue_.push_back(std::move(bytes));
+    // RFC 9110 9.3.2: a HEAD response is the GET response's head alone, so the stream ends at
+    // its head; the handler's Writes then return false and it stops as for a client that left.
+    if (req_head_) phase_ = Phase::kEnding;
     ScheduleFlushLocked();
   }
 
@@ -381,7 +384,9 @@ class Session : public std::enable_shared_from_this<Session> {
     state_ = State::kRefusing;
     keep_alive_ = false;
     request_error_ = true;
-    version_ = parser_ && parser_->header_done() ? parser_->header().version() : 11;
+    const bool header_done = parser_ && parser_->header_done();
+    version_ = header_done ? parser_->header().version() : 11;
+    head_ = header_done && parser_->header().method() == http::verb::head;
     WriteWhole(std::move(response));
   }
 
@@ -392,17 +397,31 @@ class Session : public std::enable_shared_from_this<Session> {
     response.version(version_);
     response.keep_alive(keep_alive_);
     response.prepare_payload();
-    response_ = std::make_shared<HttpResponse>(std::move(response));
     ArmWrite();
+    if (head_) {
+      // RFC 9110 9.3.2: the head a GET would get, Content-Length included, and no body.
+      head_only_ = SerializeHead(response);
+      asio::async_write(socket_, asio::buffer(head_only_),
+                        [self = shared_from_this()](beast::error_code ec, size_t) {
+                          std::string().swap(self->head_only_);
+                          self->OnWholeWritten(ec);
+                        });
+      return;
+    }
+    response_ = std::make_shared<HttpResponse>(std::move(response));
     http::async_write(socket_, *response_,
                       [self = shared_from_this()](beast::error_code ec, size_t) {
-                        self->DisarmWrite();
                         self->response_.reset();
-                        if (self->state_ == State::kClosed) return;
-                        if (ec) return self->Shutdown();
-                        if (self->state_ == State::kRefusing) return self->AfterResponse();
-                        self->CompleteResponse();
+                        self->OnWholeWritten(ec);
                       });
+  }
+
+  void OnWholeWritten(beast::error_code ec) {
+    DisarmWrite();
+    if (state_ == State::kClosed) return;
+    if (ec) return Shutdown();
+    if (state_ == State::kRefusing) return AfterResponse();
+    CompleteResponse();
   }
 
   void ScheduleFlushLocked() {
@@ -542,6 +561,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<HttpRequestParser> parser_;
   MemoryBudget::Reservation body_reservation_;
   std::shared_ptr<HttpResponse> response_;  // the whole response being written
+  std::string head_only_;                   // or its head alone, answering HEAD
   std::vector<std::string> batch_;          // stream bytes being written
   std::vector<asio::const_buffer> buffers_;
   bool reading_ = false;
@@ -554,6 +574,7 @@ class Session : public std::enable_shared_from_this<Session> {
   size_t discarded_ = 0;
   std::array<char, 65536> scratch_{};
   unsigned version_ = 11;
+  bool head_ = false;  // the current request is a HEAD: responses carry no body
 
   // Shared with the exchanges.
   mutable std::mutex mu_;
@@ -563,6 +584,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool gone_early_ = false;  // the current request lost its connection before its response
   unsigned req_version_ = 11;
   bool req_keep_alive_ = true;
+  bool req_head_ = false;
   std::function<void()> on_disconnect_;
   std::deque<std::string> queue_;  // stream bytes not yet handed to the socket
   uint64_t queued_bytes_ = 0;      // in queue_ and in the write under way
@@ -593,6 +615,7 @@ void Session::Dispatch() {
   HttpRequest request = parser_->Release();
   keep_alive_ = request.keep_alive();
   version_ = request.version();
+  head_ = request.method() == http::verb::head;
   DisarmRead();  // no deadline while the handler works; each write sets its own
   state_ = State::kHandling;
   counted_ = true;
@@ -605,6 +628,7 @@ void Session::Dispatch() {
     gone_early_ = false;
     req_version_ = version_;
     req_keep_alive_ = keep_alive_;
+    req_head_ = head_;
   }
   auto exchange = std::make_shared<Exchange>(shared_from_this(), seq);
   try {

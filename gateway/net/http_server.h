@@ -12,6 +12,8 @@
 // disconnected. While a handler works the session keeps reading, so a client that leaves is
 // noticed at once (OnDisconnect) and bytes it pipelines are kept for its next request. The
 // older Responder handlers (one whole response) run through an adapter over the exchange.
+// HEAD is answered here, for every handler: the handler answers as for GET and the client gets
+// that response's head (Content-Length included) without its body; a stream ends at its head.
 // Sessions own what they touch (the io_context included), so an exchange or Responder used or
 // released after the server is stopped or destroyed is a harmless no-op.
 #pragma once
