@@ -1,4 +1,4 @@
-// One chat request's media on the fetch and worker pools (see media_stage.h).
+// One chat request's media on the shared fetch context and the worker pool (see media_stage.h).
 #include "gateway/api/media_stage.h"
 
 #include <atomic>
@@ -8,7 +8,8 @@
 
 #include "gateway/api/image_detail.h"
 #include "gateway/net/api_error.h"
-#include "gateway/net/url.h"
+#include "gateway/net/media_fetcher.h"
+#include "gateway/net/shared_byte_budget.h"
 
 namespace m3::api {
 namespace {
@@ -27,9 +28,11 @@ struct Stage {
   std::shared_ptr<PreparedMedia> out = std::make_shared<PreparedMedia>();
   MediaDone done;
   Clock::time_point deadline;
+  // The request's media bytes (FetchOptions::max_request_bytes), charged by every item as its
+  // bytes arrive, so items fetched at once never together pass the limit.
+  std::shared_ptr<net::SharedByteBudget> budget;
   std::atomic<size_t> remaining{0};
   std::atomic<bool> failed{false};
-  std::atomic<int64_t> fetched_bytes{0};
   std::atomic<int64_t> pixels{0};
   std::atomic<int64_t> output_bytes{0};
 };
@@ -70,24 +73,14 @@ void CheckDeadline(const Stage& s) {
   }
 }
 
-void Fetch(Stage& s, size_t i) {
-  CheckDeadline(s);
-  const net::MediaFetcher& fetcher = s.ctx.media_service().fetcher();
-  const int64_t request_limit = fetcher.options().max_request_bytes;
-  net::ByteBudget budget(request_limit);
-  net::FetchedMedia m =
-      fetcher.Fetch(s.refs[i].url, FetchKind(s.refs[i].kind), &budget, s.deadline);
-  const int64_t size = static_cast<int64_t>(m.bytes.size());
-  if (s.fetched_bytes.fetch_add(size) + size > request_limit) {
-    throw Error(ErrorCode::kTooLarge, "the request's media are over this server's limit of " +
-                                          std::to_string(request_limit) + " bytes per request");
-  }
-  if (!s.out->held[i].TryGrow(size)) {
+// Item i's bytes have arrived (already charged to the request's byte budget): held against
+// the process's memory budget until the request is done.
+void Keep(Stage& s, size_t i, net::FetchedMedia media) {
+  if (!s.out->held[i].TryGrow(static_cast<int64_t>(media.bytes.size()))) {
     throw Error(ErrorCode::kResourceExhausted,
                 "the server is busy: media in flight would exceed its memory budget; retry later");
   }
-  s.bytes[i] = std::move(m.bytes);
-  if (net::UrlScheme(s.refs[i].url) == "data") std::string().swap(s.refs[i].url);
+  s.bytes[i] = std::move(media.bytes);
 }
 
 void Decode(Stage& s, size_t i) {
@@ -139,6 +132,34 @@ void DecodeAndFinish(const std::shared_ptr<Stage>& s, size_t i, Clock::time_poin
   Finish(s, nullptr);
 }
 
+// Item i from its reference. http(s): a coroutine on the shared fetch context, so no thread
+// waits on the network for it; its bytes go to the worker pool for decoding as they arrive.
+// data: URIs and local files: read here, on the worker running this, and decoded at once.
+void FetchItem(const std::shared_ptr<Stage>& s, size_t i, Clock::time_point start) {
+  const bool remote = net::MediaFetcher::IsRemote(s->refs[i].url);
+  // A remote fetch checks the deadline itself (and ends by it).
+  if (!Run(s, i, [remote](Stage& stage, size_t) {
+        if (!remote) CheckDeadline(stage);
+      })) {
+    return;
+  }
+  // A data: URI's text is dropped once read (the item holds its bytes instead).
+  std::string ref = remote ? s->refs[i].url : std::move(s->refs[i].url);
+  s->ctx.media_service().fetcher().FetchAsync(
+      std::move(ref), FetchKind(s->refs[i].kind), s->budget, s->deadline,
+      [s, i, start, remote](std::exception_ptr error, net::FetchedMedia media) {
+        if (error) return Finish(s, ForItem(s->refs[i], error));
+        const bool kept =
+            Run(s, i, [&media](Stage& stage, size_t item) { Keep(stage, item, std::move(media)); });
+        if (!kept) return;
+        if (!remote) return DecodeAndFinish(s, i, start);
+        // On a network thread: the decode goes to the workers.
+        if (!s->ctx.pools().workers->TrySubmit([s, i, start] { DecodeAndFinish(s, i, start); })) {
+          Finish(s, QueueFull());
+        }
+      });
+}
+
 }  // namespace
 
 void PrecheckMedia(const ServingContext& ctx, const std::vector<openai::MediaRef>& refs) {
@@ -163,25 +184,15 @@ void StartMediaStage(const ServingContext& ctx, std::vector<openai::MediaRef> re
   s->done = std::move(done);
   s->deadline = Clock::now() + ctx.media_service().limits().request_timeout;
   s->remaining = n;
-  const net::PreprocessPools& pools = ctx.pools();
+  s->budget = std::make_shared<net::SharedByteBudget>(
+      ctx.media_service().fetcher().options().max_request_bytes);
   for (size_t i = 0; i < n && !s->failed.load(); ++i) {
     const Clock::time_point start = Clock::now();
-    const std::string scheme = net::UrlScheme(s->refs[i].url);
-    bool queued;
-    if (scheme == "http" || scheme == "https") {
-      std::shared_ptr<net::WorkerPool> workers = pools.workers;
-      queued = pools.fetch->TrySubmit([s, i, start, workers] {
-        if (!Run(s, i, Fetch)) return;
-        if (!workers->TrySubmit([s, i, start] { DecodeAndFinish(s, i, start); })) {
-          Finish(s, QueueFull());
-        }
-      });
-    } else {
-      queued = pools.workers->TrySubmit([s, i, start] {
-        if (Run(s, i, Fetch)) DecodeAndFinish(s, i, start);
-      });
+    if (net::MediaFetcher::IsRemote(s->refs[i].url)) {
+      FetchItem(s, i, start);
+    } else if (!ctx.pools().workers->TrySubmit([s, i, start] { FetchItem(s, i, start); })) {
+      Finish(s, QueueFull());
     }
-    if (!queued) Finish(s, QueueFull());
   }
 }
 

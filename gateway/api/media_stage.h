@@ -1,11 +1,12 @@
-// The media of one chat request, fetched and preprocessed concurrently: every item's fetch
-// runs on the fetch pool (http/https; network waits never hold a CPU worker) and its decode and
-// resize on the worker pool (data: URIs go straight there), all items at once, under one
-// deadline for the whole request. The request's limits hold across items however they
-// interleave: media bytes (FetchOptions::max_request_bytes), resized pixels and output tensor
-// bytes (PreprocessLimits), and what every item holds is charged to the process memory budget
-// until the request is done. The first failure ends the request (a ParamError naming the
-// item's field); a full queue is a 429 at once.
+// The media of one chat request, fetched and preprocessed concurrently: every http(s) item is
+// fetched asynchronously on the process's shared fetch context (MediaFetcher::FetchAsync, so no
+// thread waits on the network for it, however slow the origin) and decoded and resized on the
+// worker pool as soon as its bytes arrive (data: URIs are read and decoded there directly), all
+// items at once, under one deadline for the whole request. The request's limits hold across items
+// however they interleave: media bytes (FetchOptions::max_request_bytes), resized pixels and output
+// tensor bytes (PreprocessLimits), and what every item holds is charged to the process memory
+// budget until the request is done. The first failure ends the request (a ParamError naming the
+// item's field); a full queue or too many fetches in flight is a 429 at once.
 #pragma once
 
 #include <exception>

@@ -27,7 +27,11 @@ int HttpStatusFor(ErrorCode code) {
     case ErrorCode::kResourceExhausted:
       return 429;
     case ErrorCode::kUnavailable:
-      return 502;
+      // In the media path this is a URL the client sent that cannot be fetched (connection
+      // refused, DNS failure, TLS failure, the origin's 5xx): the client's input, as OpenAI and
+      // vLLM answer an image URL they cannot download. Engines' unavailability never maps here
+      // (openai::RequestError carries its own 503).
+      return 400;
     case ErrorCode::kDeadlineExceeded:
       return 504;
     case ErrorCode::kInternal:
@@ -84,7 +88,7 @@ int GrpcStatusCodeFor(ErrorCode code) {
     case ErrorCode::kResourceExhausted:
       return 8;  // RESOURCE_EXHAUSTED
     case ErrorCode::kUnavailable:
-      return 14;  // UNAVAILABLE
+      return 3;  // INVALID_ARGUMENT: a media URL that cannot be fetched, like HTTP 400
     case ErrorCode::kDeadlineExceeded:
       return 4;  // DEADLINE_EXCEEDED
     case ErrorCode::kInternal:

@@ -1,7 +1,10 @@
 // One mapping from m3::ErrorCode to what clients see: the HTTP status and OpenAI-style error
 // body, and the gRPC status code. A refused media URL (SSRF guard, local-file policy) is a
 // 400 invalid_request_error with code "media_url_refused", as OpenAI-compatible servers
-// answer a URL they will not fetch; over gRPC it is INVALID_ARGUMENT, consistently.
+// answer a URL they will not fetch; over gRPC it is INVALID_ARGUMENT, consistently. A media
+// URL that cannot be fetched (kUnavailable: connection refused, DNS or TLS failure, the
+// origin's 5xx) is likewise the client's input: 400 with code "media_fetch_failed" and
+// INVALID_ARGUMENT; a fetch that runs out of time stays 504 "media_fetch_timeout".
 #pragma once
 
 #include <optional>

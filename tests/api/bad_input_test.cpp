@@ -119,8 +119,19 @@ TEST_CASE("bad input over HTTP: right status, OpenAI error body, server stays up
   CheckError(post(Body(UserImage("http://10.1.2.3/a.png")).dump()), 400, "private address");
   CheckError(post(Body(UserImage("http://169.254.169.254/latest/meta-data")).dump()), 400,
              "link-local metadata address");
-  CheckError(post(Body(UserImage("http://127.0.0.1:1/a.png")).dump()), 502,
-             "unreachable host (allowlisted, nothing listens)");
+  {
+    // The client's URL, not the server's failure: 400 naming the item and the cause.
+    const ApiReply r = post(Body(UserImage("http://127.0.0.1:1/a.png")).dump());
+    CheckError(r, 400, "unreachable host (allowlisted, nothing listens)");
+    const Json e = Json::parse(r.body)["error"];
+    CHECK(e["type"] == "invalid_request_error");
+    CHECK(e["code"] == "media_fetch_failed");
+    CHECK(e["param"] == "messages[0].content[0].image_url.url");
+    const std::string message = e["message"].get<std::string>();
+    CHECK(message.find("messages[0].content[0].image_url.url") != std::string::npos);
+    CHECK(message.find("connecting") != std::string::npos);
+    CHECK(message.find("127.0.0.1:1") != std::string::npos);
+  }
   CheckError(post(Body(UserImage(origin.Url("/text.png"))).dump()), 415, "non-image bytes");
   CheckError(
       post(Body(UserImage("data:image/png;base64," + std::string("dGhpcyBpcyBub3QgYW4gaW1hZ2U=")))

@@ -412,8 +412,10 @@ checks.add('private address: 400 (SSRF guard)', async () => {
   await rejectsWith(badImage(`http://127.0.0.1:${stack.enginePort}/x.png`), 400);
 });
 
-checks.add('unreachable host: 502', async () => {
-  await rejectsWith(badImage(`http://127.0.0.1:${deadPort}/x.png`), 502);
+// The client's URL cannot be fetched: a 400 naming the item, as OpenAI answers.
+checks.add('unreachable host: 400', async () => {
+  await rejectsWith(
+      badImage(`http://127.0.0.1:${deadPort}/x.png`), 400, 'messages[0].content[0].image_url.url');
 });
 
 checks.add('non-image bytes: 415', async () => {
