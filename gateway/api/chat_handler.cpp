@@ -39,16 +39,18 @@ void Run(const ServingContext& ctx, const std::string& body,
     openai::ChatRequest req = openai::ParseChatRequest(
         openai::ParseRequestBody(body, ctx.options().limits), model, ctx.options().limits);
     const bool inline_ok = body.size() <= ServingContext::kInlineBodyBytes;
-    StartChatPrompt(ctx, std::move(req), inline_ok,
-                    [&ctx, exchange, arrival, admission](std::shared_ptr<ChatPrompt> p,
-                                                         std::exception_ptr error) {
-                      try {
-                        if (error) std::rethrow_exception(error);
-                        Generate(ctx, exchange, *p, arrival, admission);
-                      } catch (...) {
-                        exchange->Respond(ErrorResponseFor(std::current_exception()));
-                      }
-                    });
+    StartChatPrompt(
+        ctx, std::move(req), inline_ok,
+        [&ctx, exchange, arrival, admission](std::shared_ptr<ChatPrompt> p,
+                                             std::exception_ptr error) {
+          try {
+            if (error) std::rethrow_exception(error);
+            Generate(ctx, exchange, *p, arrival, admission);
+          } catch (...) {
+            exchange->Respond(ErrorResponseFor(std::current_exception()));
+          }
+        },
+        [exchange] { return !exchange->connected(); });
   } catch (...) {
     exchange->Respond(ErrorResponseFor(std::current_exception()));
   }

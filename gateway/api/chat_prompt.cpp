@@ -28,7 +28,7 @@ void Build(const ServingContext& ctx, const std::shared_ptr<ChatPrompt>& p,
 }  // namespace
 
 void StartChatPrompt(const ServingContext& ctx, openai::ChatRequest request, bool inline_ok,
-                     PromptDone done) {
+                     PromptDone done, MediaAbandoned abandoned) {
   auto p = std::make_shared<ChatPrompt>();
   p->request = std::move(request);
   if (p->request.media.empty()) {
@@ -40,12 +40,14 @@ void StartChatPrompt(const ServingContext& ctx, openai::ChatRequest request, boo
     return;
   }
   PrecheckMedia(ctx, p->request.media);
-  StartMediaStage(ctx, p->request.media,
-                  [&ctx, p, done](std::shared_ptr<PreparedMedia> media, std::exception_ptr error) {
-                    if (error) return done(nullptr, error);
-                    p->media = std::move(media);
-                    Build(ctx, p, done);
-                  });
+  StartMediaStage(
+      ctx, p->request.media,
+      [&ctx, p, done](std::shared_ptr<PreparedMedia> media, std::exception_ptr error) {
+        if (error) return done(nullptr, error);
+        p->media = std::move(media);
+        Build(ctx, p, done);
+      },
+      std::move(abandoned));
 }
 
 }  // namespace m3::api

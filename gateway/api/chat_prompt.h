@@ -26,8 +26,9 @@ using PromptDone =
 // Requests without media are built on the calling thread when `inline_ok` (small bodies: well
 // under a millisecond), else on the worker pool; requests with media are prechecked here
 // (throws ParamError: refused URLs are answered before anything is queued) and built on the
-// worker that finishes their last item. `done` runs once (not when this throws).
+// worker that finishes their last item. `done` runs once (not when this throws). `abandoned`
+// (optional) tells the media stage that the client has gone, so it stops working for it.
 void StartChatPrompt(const ServingContext& ctx, openai::ChatRequest request, bool inline_ok,
-                     PromptDone done);
+                     PromptDone done, MediaAbandoned abandoned = {});
 
 }  // namespace m3::api

@@ -27,6 +27,7 @@ struct Stage {
   std::vector<std::string> bytes;  // fetched, per item, until decoded
   std::shared_ptr<PreparedMedia> out = std::make_shared<PreparedMedia>();
   MediaDone done;
+  MediaAbandoned abandoned;
   Clock::time_point deadline;
   // The request's media bytes (FetchOptions::max_request_bytes), charged by every item as its
   // bytes arrive, so items fetched at once never together pass the limit.
@@ -64,6 +65,14 @@ void Finish(const std::shared_ptr<Stage>& s, std::exception_ptr error) {
   if (s->remaining.fetch_sub(1) == 1 && !s->failed.load()) s->done(s->out, nullptr);
 }
 
+// Before each fetch and decode: a client that has gone gets no more work done for it (the
+// engine request that would follow is never made either).
+void CheckClient(const Stage& s) {
+  if (s.abandoned && s.abandoned()) {
+    throw Error(ErrorCode::kUnavailable, "the client disconnected before its media were ready");
+  }
+}
+
 void CheckDeadline(const Stage& s) {
   if (Clock::now() >= s.deadline) {
     throw Error(ErrorCode::kDeadlineExceeded,
@@ -84,6 +93,7 @@ void Keep(Stage& s, size_t i, net::FetchedMedia media) {
 }
 
 void Decode(Stage& s, size_t i) {
+  CheckClient(s);
   CheckDeadline(s);
   const net::PreprocessLimits& limits = s.ctx.media_service().limits();
   const media::OutputCheck check = [&s, i, &limits](int64_t item_pixels, int64_t item_bytes) {
@@ -139,6 +149,7 @@ void FetchItem(const std::shared_ptr<Stage>& s, size_t i, Clock::time_point star
   const bool remote = net::MediaFetcher::IsRemote(s->refs[i].url);
   // A remote fetch checks the deadline itself (and ends by it).
   if (!Run(s, i, [remote](Stage& stage, size_t) {
+        CheckClient(stage);
         if (!remote) CheckDeadline(stage);
       })) {
     return;
@@ -172,8 +183,8 @@ void PrecheckMedia(const ServingContext& ctx, const std::vector<openai::MediaRef
   }
 }
 
-void StartMediaStage(const ServingContext& ctx, std::vector<openai::MediaRef> refs,
-                     MediaDone done) {
+void StartMediaStage(const ServingContext& ctx, std::vector<openai::MediaRef> refs, MediaDone done,
+                     MediaAbandoned abandoned) {
   auto s = std::make_shared<Stage>(ctx);
   const size_t n = refs.size();
   s->refs = std::move(refs);
@@ -182,6 +193,7 @@ void StartMediaStage(const ServingContext& ctx, std::vector<openai::MediaRef> re
   s->out->held.reserve(n);
   for (size_t i = 0; i < n; ++i) s->out->held.push_back(ctx.media_service().OpenReservation());
   s->done = std::move(done);
+  s->abandoned = std::move(abandoned);
   s->deadline = Clock::now() + ctx.media_service().limits().request_timeout;
   s->remaining = n;
   s->budget = std::make_shared<net::SharedByteBudget>(

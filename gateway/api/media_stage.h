@@ -6,7 +6,8 @@
 // however they interleave: media bytes (FetchOptions::max_request_bytes), resized pixels and output
 // tensor bytes (PreprocessLimits), and what every item holds is charged to the process memory
 // budget until the request is done. The first failure ends the request (a ParamError naming the
-// item's field); a full queue or too many fetches in flight is a 429 at once.
+// item's field); a full queue or too many fetches in flight is a 429 at once. A request whose
+// client has gone starts no more fetches and decodes nothing more.
 #pragma once
 
 #include <exception>
@@ -30,12 +31,16 @@ struct PreparedMedia {
 // media or the error.
 using MediaDone =
     std::function<void(std::shared_ptr<PreparedMedia> media, std::exception_ptr error)>;
+// Whether the request's client has gone (e.g. !exchange->connected()); polled, thread-safe.
+using MediaAbandoned = std::function<bool()>;
 
 // The checks that need no I/O (URL syntax and scheme, the SSRF guard for literal addresses, the
 // local-file policy, data: URI headers), on the calling thread; throws a ParamError.
 void PrecheckMedia(const ServingContext& ctx, const std::vector<openai::MediaRef>& refs);
 
-// `refs` non-empty and prechecked. `ctx` must outlive the work.
-void StartMediaStage(const ServingContext& ctx, std::vector<openai::MediaRef> refs, MediaDone done);
+// `refs` non-empty and prechecked. `ctx` must outlive the work. Once `abandoned` (when set)
+// answers true, `done` gets an error and no further item is fetched or decoded.
+void StartMediaStage(const ServingContext& ctx, std::vector<openai::MediaRef> refs, MediaDone done,
+                     MediaAbandoned abandoned = {});
 
 }  // namespace m3::api

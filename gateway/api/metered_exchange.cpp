@@ -19,7 +19,9 @@ class MeteredExchange : public net::HttpExchange {
   ~MeteredExchange() override { Record(inner_->connected() ? status_.load() : 499); }
 
   void Respond(net::HttpResponse response) override {
-    const int status = response.result_int();
+    // An answer to a client that has already gone (e.g. the error that ends work abandoned for
+    // it) reaches nobody: it counts as 499, not as its status.
+    const int status = inner_->connected() ? response.result_int() : 499;
     inner_->Respond(std::move(response));
     Record(status);
   }

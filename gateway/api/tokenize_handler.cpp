@@ -59,7 +59,8 @@ void Tokenize(const ServingContext& ctx, const std::string& text,
         [&ctx, exchange, token_strs](std::shared_ptr<ChatPrompt> p, std::exception_ptr error) {
           if (error) return exchange->Respond(ErrorResponseFor(error));
           Answer(ctx, *exchange, p->prompt.ids, token_strs);
-        });
+        },
+        [exchange] { return !exchange->connected(); });
   } catch (...) {
     exchange->Respond(ErrorResponseFor(std::current_exception()));
   }

@@ -1,11 +1,16 @@
 // Chat media fetched through `m3-gateway serve`: slow http items wait on the shared fetch
 // context, not on fetch-pool threads (one fetch thread, four items each answered after 400 ms,
 // all done in well under 4 x 400 ms), and a media URL whose host cannot be reached is the
-// client's error (400 naming the item and the cause) on chat and /v1/preprocess alike.
+// client's error (400 naming the item and the cause) on chat and /v1/preprocess alike; a client
+// that leaves while its media are fetched gets none of them decoded.
 #include <doctest/doctest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "tests/api/api_client.h"
 #include "tests/api/api_stack.h"
@@ -32,11 +37,14 @@ Json ImageMessages(const std::vector<std::string>& urls) {
 
 }  // namespace
 
-TEST_CASE("chat media: slow items do not hold fetch threads; unreachable hosts are a 400") {
+TEST_CASE(
+    "chat media: slow items hold no fetch threads; unreachable hosts are a 400; leaving ends it") {
   const std::string folder = DataPath("chat-e2e");
   const std::string png = ReadFile(folder + "/images/red_square.png");
   ServerProcess engine("chat-e2e/model");
-  LoopbackOrigin origin([&](const std::string&) {
+  std::atomic<int> left_requests{0};  // of the client that leaves, below
+  LoopbackOrigin origin([&](const std::string& path) {
+    if (path.rfind("/left", 0) == 0) left_requests.fetch_add(1);
     ScriptedReply reply;
     reply.headers = {{"Content-Type", "image/png"}};
     reply.body = png;
@@ -95,6 +103,48 @@ TEST_CASE("chat media: slow items do not hold fetch threads; unreachable hosts a
     CHECK(message.find("127.0.0.1:1") != std::string::npos);
     CHECK(message.find("connecting") != std::string::npos);
   }
+  // A client that leaves while its media are fetched: nothing more is done for it. Its two
+  // items arrive after 400 ms, long after the disconnect; neither is decoded.
+  auto scrape = [&](const std::string& series) {
+    const ApiReply m = ApiCall(port, "GET", "/metrics");
+    REQUIRE(m.status == 200);
+    const size_t at = m.body.find("\n" + series + " ");
+    if (at == std::string::npos) return 0.0;
+    return std::stod(m.body.substr(at + series.size() + 2));
+  };
+  const std::string decoded = "m3_gateway_preprocess_seconds_count{modality=\"image\"}";
+  const std::string gone =
+      "m3_gateway_requests_total{endpoint=\"/v1/chat/completions\",status=\"499\"}";
+  const double decoded_before = scrape(decoded);
+  CHECK(decoded_before >= kItems + 1);  // the /tokenize items above
+  {
+    const std::string body =
+        Json({{"model", "chat-e2e"},
+              {"messages", ImageMessages({origin.Url("/left0.png"), origin.Url("/left1.png")})},
+              {"max_tokens", 2}})
+            .dump();
+    const int fd = ConnectLoopback(port);
+    REQUIRE(fd >= 0);
+    const std::string request =
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        "Content-Type: application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(request.size()));
+    const auto sent = Clock::now();
+    while (left_requests.load() < 2 && Clock::now() - sent < std::chrono::seconds(5)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ::close(fd);
+  }
+  // The request ends (counted as 499 once every item's work is over).
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (scrape(gone) < 1 && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(scrape(gone) == 1);
+  CHECK(scrape(decoded) == decoded_before);
+
   // The server is still there.
   CHECK(ApiCall(port, "GET", "/health").status == 200);
 }
