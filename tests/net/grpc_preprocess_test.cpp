@@ -29,7 +29,8 @@ grpc::Status Call(pb::Preprocess::Stub& stub, const pb::PreprocessRequest& req,
 TEST_CASE(
     "gRPC Preprocess returns the media library's tensors and INVALID_ARGUMENT for bad input") {
   m3::test::GatewayProcess gw({"serve", "--preprocess-only", "--port", "0", "--grpc-port", "0",
-                               "--model", "tests/data/m3-tiny/model", "--workers", "2"});
+                               "--model", "tests/data/m3-tiny/model", "--workers", "2",
+                               "--allow-media-host", "127.0.0.1:1"});
   REQUIRE(gw.grpc_port() > 0);
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(gw.grpc_port()),
                                      grpc::InsecureChannelCredentials());
@@ -81,6 +82,11 @@ TEST_CASE(
   bad_b64.add_items()->set_kind(pb::MEDIA_KIND_IMAGE);
   bad_b64.mutable_items(0)->set_url("data:image/png;base64,@@@");
   expect_invalid(bad_b64);
+  // Allowed, but nothing listens there: the client's URL, like HTTP's 400.
+  pb::PreprocessRequest unreachable;
+  unreachable.add_items()->set_kind(pb::MEDIA_KIND_IMAGE);
+  unreachable.mutable_items(0)->set_url("http://127.0.0.1:1/a.png");
+  expect_invalid(unreachable);
 
   grpc::ClientContext hctx;
   hctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
