@@ -209,7 +209,9 @@ int RunServe(int argc, char** argv) {
                  "memory budget of all requests in flight: bodies, fetched media, outputs "
                  "(over it: 429)")
       ->capture_default_str();
-  app.add_option("--fetch-threads", a.fetch_threads, "threads fetching remote media")
+  app.add_option("--fetch-threads", a.fetch_threads,
+                 "threads parsing large request bodies and admitting /v1/preprocess requests "
+                 "(remote media wait on the shared network threads, not on these)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_option("--max-items", a.limits.max_items, "media items per request")
