@@ -86,6 +86,40 @@ backend::DeviceTensor WeightUploader::LoadConcat(
   return t;
 }
 
+backend::DeviceTensor WeightUploader::LoadSlices(const std::vector<WeightSlice>& parts,
+                                                 const Shape& shape) {
+  std::vector<TensorView> views;
+  for (const WeightSlice& s : parts) {
+    const TensorView whole = Checked(s.name, s.shape);
+    const int64_t R = s.shape.at(0), rows = s.rows < 0 ? R - s.row0 : s.rows;
+    const int64_t C = s.shape.size() > 1 ? whole.numel() / R : 1;
+    const int64_t cols = s.cols < 0 ? C - s.col0 : s.cols;
+    Require(s.row0 >= 0 && rows >= 0 && s.row0 + rows <= R && s.col0 >= 0 && cols >= 0 &&
+                s.col0 + cols <= C && (s.shape.size() == 2 || (s.col0 == 0 && cols == C)),
+            ErrorCode::kInternal, "weight slice of '" + s.name + "' out of range");
+    const size_t es = DTypeSize(whole.dtype);
+    if (cols == C) {
+      TensorView v = whole;
+      v.shape[0] = rows;
+      v.data = whole.data + static_cast<size_t>(s.row0 * C) * es;
+      v.nbytes = static_cast<size_t>(rows * C) * es;
+      views.push_back(v);
+      continue;
+    }
+    for (int64_t r = s.row0; r < s.row0 + rows; ++r) {
+      TensorView v;
+      v.dtype = whole.dtype;
+      v.shape = {1, cols};
+      v.data = whole.data + static_cast<size_t>(r * C + s.col0) * es;
+      v.nbytes = static_cast<size_t>(cols) * es;
+      views.push_back(v);
+    }
+  }
+  backend::DeviceTensor t = backend_.UploadWeight(views, shape);
+  Done(views);
+  return t;
+}
+
 LoadReport WeightUploader::Finish() {
   LoadReport r;
   r.tensors = tensors_;

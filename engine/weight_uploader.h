@@ -25,6 +25,16 @@ struct LoadReport {
   int64_t peak_rss_bytes = 0;  // the process high-water mark (VmHWM), 0 when unknown
 };
 
+// A part of one checkpoint tensor: rows [row0, row0 + rows) of dimension 0 and, for 2-D
+// tensors, columns [col0, col0 + cols) (-1: to the end). A rank of a tensor-parallel group loads
+// its slices straight from the mmapped views (column slices as one view per row).
+struct WeightSlice {
+  std::string name;
+  Shape shape;  // the whole tensor's expected shape
+  int64_t row0 = 0, rows = -1;
+  int64_t col0 = 0, cols = -1;
+};
+
 class WeightUploader {
  public:
   WeightUploader(const WeightStore& store, backend::Backend& backend);
@@ -35,6 +45,9 @@ class WeightUploader {
   // Tensors, each of its own expected shape, concatenated along dimension 0 into `shape`.
   backend::DeviceTensor LoadConcat(const std::vector<std::pair<std::string, Shape>>& parts,
                                    const Shape& shape);
+
+  // Slices, concatenated along dimension 0 into `shape`.
+  backend::DeviceTensor LoadSlices(const std::vector<WeightSlice>& parts, const Shape& shape);
 
   LoadReport Finish();
 

@@ -15,10 +15,10 @@ namespace m3::engine::cli {
 int RunServe(const std::vector<std::string>& args) {
   server::InstallShutdownHandlers();
   ArgParser p;
-  for (const char* o :
-       {"model", "port", "host", "device", "max-num-seqs", "max-batched-tokens", "kv-pages",
-        "kv-memory", "page-size", "max-prefill-chunk", "max-waiting", "encoder-cache-mb",
-        "max-message-mb", "served-model-name", "gpu-memory-fraction", "cuda-graphs"})
+  for (const char* o : {"model", "port", "host", "device", "max-num-seqs", "max-batched-tokens",
+                        "kv-pages", "kv-memory", "page-size", "max-prefill-chunk", "max-waiting",
+                        "encoder-cache-mb", "max-message-mb", "served-model-name",
+                        "gpu-memory-fraction", "cuda-graphs", "tensor-parallel", "expert-parallel"})
     p.AddOption(o);
   p.AddFlag("no-prefix-caching");
   p.Parse(args);
@@ -82,6 +82,17 @@ int RunServe(const std::vector<std::string>& args) {
   Require(fraction > 0 && fraction <= 1, ErrorCode::kInvalidArgument,
           "--gpu-memory-fraction must be in (0, 1]");
   if (gpu && !p.Has("kv-pages") && !p.Has("kv-memory")) cfg.gpu_memory_fraction = fraction;
+  // Divisibility by the model's heads / experts and the devices are checked at load, naming
+  // what conflicts.
+  const int64_t tp = p.Int("tensor-parallel", 1), ep = p.Int("expert-parallel", 1);
+  Require(tp >= 1 && tp <= 64, ErrorCode::kInvalidArgument, "--tensor-parallel must be in [1, 64]");
+  Require(ep >= 1 && ep <= 64, ErrorCode::kInvalidArgument, "--expert-parallel must be in [1, 64]");
+  Require(tp == 1 || ep == 1 || tp == ep, ErrorCode::kInvalidArgument,
+          "--tensor-parallel " + std::to_string(tp) + " and --expert-parallel " +
+              std::to_string(ep) +
+              ": when both are above 1 they must be equal (one group of ranks)");
+  ro.tensor_parallel = static_cast<int>(tp);
+  ro.expert_parallel = static_cast<int>(ep);
   EngineCore core(LoadModelRunner(model_dir, ro), cfg);
   return server::RunServer(core, so);
 }

@@ -26,8 +26,23 @@ std::string Str(int64_t v) {
 }  // namespace
 
 M3DecoderGraph::M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights,
-                               backend::Backend& backend, const DecoderStepLimits& limits)
-    : config_(config), w_(weights), backend_(backend), limits_(limits) {
+                               backend::Backend& backend, const DecoderStepLimits& limits,
+                               const parallel::ShardPlan* plan, parallel::Communicator* comm)
+    : config_(config),
+      w_(weights),
+      backend_(backend),
+      plan_(plan ? *plan : parallel::SingleRankPlan(config.text)),
+      comm_(plan_.single() ? nullptr : comm),
+      limits_(limits) {
+  Require(
+      plan_.single() || (comm_ && comm_->size() == plan_.world() && comm_->rank() == plan_.rank),
+      ErrorCode::kInternal, "decoder graph: a sharded plan needs its group's communicator");
+  const TextConfig& t = config.text;
+  q_heads_ = plan_.q_heads.count;
+  kv_heads_ = plan_.kv_heads.count;
+  index_heads_ = plan_.single() ? t.index_n_heads : plan_.kv_heads.count;
+  dense_inter_ = plan_.dense_inter.count;
+  shared_inter_ = plan_.shared_inter.count;
   inv_freq_ = kernels::cpu::RopeInverseFrequencies(config.text.rotary_dim, config.text.rope_theta);
 }
 
@@ -35,7 +50,7 @@ int64_t M3DecoderGraph::KvBytesPerPage(int64_t page_size) const {
   const TextConfig& t = config_.text;
   int64_t per_token = 0;
   for (bool sparse : t.sparse_attention)
-    per_token += 2 * t.num_key_value_heads * t.head_dim + (sparse ? t.index_head_dim : 0);
+    per_token += 2 * kv_heads_ * t.head_dim + (sparse ? t.index_head_dim : 0);
   return per_token * page_size * static_cast<int64_t>(DTypeSize(backend_.activation_dtype()));
 }
 
@@ -56,8 +71,8 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
   const int64_t stored = num_pages + (limits_.graphs ? 1 : 0);
   for (bool sparse : t.sparse_attention) {
     backend::LayerKvCache c;
-    c.k = backend_.Alloc(dt, {stored, page_size, t.num_key_value_heads, t.head_dim});
-    c.v = backend_.Alloc(dt, {stored, page_size, t.num_key_value_heads, t.head_dim});
+    c.k = backend_.Alloc(dt, {stored, page_size, kv_heads_, t.head_dim});
+    c.v = backend_.Alloc(dt, {stored, page_size, kv_heads_, t.head_dim});
     if (sparse) c.index_k = backend_.Alloc(dt, {stored, page_size, t.index_head_dim});
     kv_.push_back(std::move(c));
   }
@@ -92,8 +107,8 @@ size_t M3DecoderGraph::StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t wi
   for (int64_t b : {rows * 4, (seqs + 1) * 4, seqs * 4, seqs * width * 4, rows * 8,
                     rows * t.rotary_dim * 4, rows * t.rotary_dim * 4, rows * 4})
     add(b);
-  const int64_t H = t.hidden_size, D = t.head_dim, Hq = t.num_attention_heads;
-  const int64_t Hkv = t.num_key_value_heads, Hi = t.index_n_heads, Di = t.index_head_dim;
+  const int64_t H = t.hidden_size, D = t.head_dim, Hq = q_heads_;
+  const int64_t Hkv = kv_heads_, Hi = index_heads_, Di = t.index_head_dim;
   add(rows * H * act);                                     // h
   add(rows * H * act);                                     // x
   add(rows * ((Hq + 2 * Hkv) * D + (Hi + 1) * Di) * act);  // qkv
@@ -102,10 +117,10 @@ size_t M3DecoderGraph::StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t wi
   add(rows * H * act);                                     // delta
   add(rows * Hi * Di * act);                               // index q
   add(Hi * rows * t.index_topk_blocks * 4);
-  add(rows * 2 * t.dense_intermediate_size * act);
-  add(rows * t.dense_intermediate_size * act);
-  add(rows * 2 * t.shared_intermediate_size * act);
-  add(rows * t.shared_intermediate_size * act);
+  add(rows * 2 * dense_inter_ * act);
+  add(rows * dense_inter_ * act);
+  add(rows * 2 * shared_inter_ * act);
+  add(rows * shared_inter_ * act);
   add(rows * t.num_local_experts * 4);
   add(rows * t.num_experts_per_tok * 4);
   add(rows * t.num_experts_per_tok * 4);
@@ -221,7 +236,8 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
     const auto forward = [this](const backend::StepMetadata& meta, const DeviceTensor& ids) {
       return Forward(meta, ids, {}, nullptr, CaptureRequest{});
     };
-    if (graphs_->Run(b, cos, sin, forward, take)) return;
+    const LogitsSink none = [](const DeviceTensor&) {};
+    if (graphs_->Run(b, cos, sin, forward, lm_head_here() ? take : none)) return;
   }
 
   be.BeginStep();
@@ -235,7 +251,7 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
   const DeviceTensor out = Forward(meta, ids, b.media, &b.logits_rows, capture);
   // Device sampling's buffers come from the workspace too, after the step's (it is sized for
   // them: StepWorkspaceBytes).
-  if (n > 0) take(out);
+  if (n > 0 && lm_head_here()) take(out);
 }
 
 DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const DeviceTensor& ids,
@@ -244,8 +260,8 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
                                      const CaptureRequest& capture) {
   const TextConfig& t = config_.text;
   const int64_t rows = meta.rows, H = t.hidden_size, D = t.head_dim;
-  const int64_t Hq = t.num_attention_heads, Hkv = t.num_key_value_heads, rot = t.rotary_dim;
-  const int64_t Hi = t.index_n_heads, Di = t.index_head_dim;
+  const int64_t Hq = q_heads_, Hkv = kv_heads_, rot = t.rotary_dim;
+  const int64_t Hi = index_heads_, Di = t.index_head_dim;
   const float eps = static_cast<float>(t.rms_norm_eps);
   backend::Backend& be = backend_;
   const DType f32 = be.activation_dtype();
@@ -282,12 +298,12 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
   }
   DeviceTensor dense_gu, dense_act, shared_gu, shared_act, router_logits, route_ids, route_w;
   if (any_dense) {
-    dense_gu = be.Alloc(f32, {rows, 2 * t.dense_intermediate_size});
-    dense_act = be.Alloc(f32, {rows, t.dense_intermediate_size});
+    dense_gu = be.Alloc(f32, {rows, 2 * dense_inter_});
+    dense_act = be.Alloc(f32, {rows, dense_inter_});
   }
   if (any_moe) {
-    shared_gu = be.Alloc(f32, {rows, 2 * t.shared_intermediate_size});
-    shared_act = be.Alloc(f32, {rows, t.shared_intermediate_size});
+    shared_gu = be.Alloc(f32, {rows, 2 * shared_inter_});
+    shared_act = be.Alloc(f32, {rows, shared_inter_});
     // The router in float32 whatever the activation dtype (M3_REFERENCE: sigmoid in float32).
     router_logits = be.Alloc(DType::kF32, {rows, t.num_local_experts});
     route_ids = be.Alloc(DType::kI32, {rows, t.num_experts_per_tok});
@@ -332,11 +348,13 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
       be.PagedAttention(q, cache, meta, shape, att);
     }
     be.Linear(att, L.o_proj, nullptr, delta);
+    if (comm_ && plan_.attention_reduce) comm_->AllReduceSum(delta);
     be.AddRmsNorm(h, &delta, L.post_attention_norm, eps, x);
 
     if (L.moe) {
       be.Linear(x, L.router, nullptr, router_logits);
       be.MoeRoute(router_logits, L.router_bias, route_ids, route_w);
+      if (plan_.experts.count < t.num_local_experts) KeepLocalExperts(route_ids, route_w);
       be.Linear(x, L.shared_gate_up, nullptr, shared_gu);
       be.SwigluOai(shared_gu, act, shared_act);
       be.Linear(shared_act, L.shared_down, nullptr, delta);
@@ -347,6 +365,7 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
       be.SwigluOai(dense_gu, act, dense_act);
       be.Linear(dense_act, L.mlp_down, nullptr, delta);
     }
+    if (comm_ && plan_.mlp_reduce) comm_->AllReduceSum(delta);
     pending = &delta;
   }
   be.AddRmsNorm(h, pending, w_.final_norm, eps, x);
@@ -363,8 +382,29 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
     be.GatherRows(x, index, picked);
   }
   DeviceTensor out = be.Alloc(DType::kF32, {n, V});  // float32 logits on every backend
-  if (n > 0) be.Linear(picked, w_.lm_head, nullptr, out);
+  if (n > 0 && lm_head_here()) be.Linear(picked, w_.lm_head, nullptr, out);
   return out;
+}
+
+void M3DecoderGraph::KeepLocalExperts(const DeviceTensor& ids, const DeviceTensor& weights) {
+  // Through the host: a small [rows, k] pair per MoE layer. (A device kernel would keep GPU
+  // decode steps free of this synchronization.)
+  host_ids_.resize(static_cast<size_t>(ids.numel()));
+  host_weights_.resize(static_cast<size_t>(weights.numel()));
+  backend_.Download(ids, host_ids_.data());
+  backend_.Download(weights, host_weights_.data());
+  const int64_t first = plan_.experts.first, count = plan_.experts.count;
+  for (size_t i = 0; i < host_ids_.size(); ++i) {
+    const int64_t e = host_ids_[i] - first;
+    if (e >= 0 && e < count) {
+      host_ids_[i] = static_cast<int32_t>(e);
+    } else {
+      host_ids_[i] = 0;
+      host_weights_[i] = 0.0f;
+    }
+  }
+  backend_.Upload(host_ids_.data(), ids);
+  backend_.Upload(host_weights_.data(), weights);
 }
 
 }  // namespace m3::engine::minimax_m3

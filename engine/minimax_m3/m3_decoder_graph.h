@@ -18,6 +18,8 @@
 #include "engine/backend/backend.h"
 #include "engine/minimax_m3/decode_graph_cache.h"
 #include "engine/minimax_m3/m3_model_weights.h"
+#include "engine/parallel/communicator.h"
+#include "engine/parallel/shard_plan.h"
 #include "engine/runtime/model_runner.h"
 #include "shared/model_config.h"
 
@@ -32,8 +34,14 @@ struct DecoderStepLimits {
 
 class M3DecoderGraph {
  public:
+  // With a plan of several ranks and their communicator, this graph is one rank's: weights are
+  // its slices (LoadM3ModelWeights with the plan), its KV cache holds its KV heads, the row-
+  // parallel outputs (o_proj where attention is split, every MLP / MoE layer) are summed by an
+  // AllReduce, and only rank 0 computes the LM head (the others' logits sink is never called).
+  // Null plan / communicator: a single rank, no collectives.
   M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights,
-                 backend::Backend& backend, const DecoderStepLimits& limits = {});
+                 backend::Backend& backend, const DecoderStepLimits& limits = {},
+                 const parallel::ShardPlan* plan = nullptr, parallel::Communicator* comm = nullptr);
 
   int64_t KvBytesPerPage(int64_t page_size) const;
   // Also (re)sizes the step workspace and resets the recorded decode graphs. With graphs on,
@@ -65,9 +73,20 @@ class M3DecoderGraph {
   // `rows` rows, `seqs` sequences, block tables `width` pages wide and `logit_rows` logits rows.
   size_t StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t width, int64_t logit_rows) const;
 
+  // Routed expert picks outside this rank's experts get weight 0 (on expert 0 of the rank), so
+  // the AllReduce adds each pick exactly once.
+  void KeepLocalExperts(const DeviceTensor& ids, const DeviceTensor& weights);
+  bool lm_head_here() const { return !comm_ || comm_->rank() == 0; }
+
   const ModelConfig& config_;
   const M3ModelWeights& w_;
   backend::Backend& backend_;
+  parallel::ShardPlan plan_;
+  parallel::Communicator* comm_ = nullptr;
+  // Local widths: the config's on a single rank.
+  int64_t q_heads_, kv_heads_, index_heads_, dense_inter_, shared_inter_;
+  std::vector<int32_t> host_ids_;
+  std::vector<float> host_weights_;
   std::vector<float> inv_freq_;  // text rotary
   std::vector<backend::LayerKvCache> kv_;
   int64_t num_pages_ = 0;

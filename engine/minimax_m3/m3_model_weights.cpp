@@ -8,6 +8,84 @@
 
 namespace m3::engine::minimax_m3 {
 
+namespace {
+
+// One rank's decoder layers (plan): the fused QKV of its query / KV / index heads (the one index
+// key head is replicated), o_proj's columns of its query heads, gate/up rows and down columns of
+// its intermediate slice, its experts (or every expert's intermediate slice).
+void LoadShardedDecoderLayers(WeightUploader& w, const TextConfig& t,
+                              const parallel::ShardPlan& plan, M3ModelWeights& m) {
+  const int64_t H = t.hidden_size, D = t.head_dim;
+  const int64_t Hq = t.num_attention_heads, Hkv = t.num_key_value_heads;
+  const int64_t Hi = t.index_n_heads, Di = t.index_head_dim;
+  const parallel::ShardRange q = plan.q_heads, kv = plan.kv_heads;
+  const std::string lm = "language_model.";
+  // gate and up rows [r.first, +r.count) of each, then down's matching columns.
+  auto gate_up = [&](const std::string& gate, const std::string& up, int64_t inter,
+                     parallel::ShardRange r) {
+    return w.LoadSlices({{gate, {inter, H}, r.first, r.count}, {up, {inter, H}, r.first, r.count}},
+                        {2 * r.count, H});
+  };
+  auto down = [&](const std::string& name, int64_t inter, parallel::ShardRange r) {
+    return w.LoadSlices({{name, {H, inter}, 0, -1, r.first, r.count}}, {H, r.count});
+  };
+  for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
+    const std::string p = lm + "model.layers." + std::to_string(i) + ".";
+    M3DecoderLayerWeights L;
+    L.sparse_attention = t.sparse_attention[i];
+    L.moe = t.moe_mlp[i];
+    L.input_norm = w.Load(p + "input_layernorm.weight", {H});
+    L.post_attention_norm = w.Load(p + "post_attention_layernorm.weight", {H});
+    const std::string a = p + "self_attn.";
+    std::vector<WeightSlice> qkv = {
+        {a + "q_proj.weight", {Hq * D, H}, q.first * D, q.count * D},
+        {a + "k_proj.weight", {Hkv * D, H}, kv.first * D, kv.count * D},
+        {a + "v_proj.weight", {Hkv * D, H}, kv.first * D, kv.count * D}};
+    int64_t rows = (q.count + 2 * kv.count) * D;
+    if (L.sparse_attention) {
+      qkv.push_back({a + "index_q_proj.weight", {Hi * Di, H}, kv.first * Di, kv.count * Di});
+      qkv.push_back({a + "index_k_proj.weight", {Di, H}});
+      rows += (kv.count + 1) * Di;
+    }
+    L.qkv_proj = w.LoadSlices(qkv, {rows, H});
+    L.o_proj = w.LoadSlices({{a + "o_proj.weight", {H, Hq * D}, 0, -1, q.first * D, q.count * D}},
+                            {H, q.count * D});
+    L.norms.q_norm = w.Load(a + "q_norm.weight", {D});
+    L.norms.k_norm = w.Load(a + "k_norm.weight", {D});
+    if (L.sparse_attention) {
+      L.norms.index_q_norm = w.Load(a + "index_q_norm.weight", {Di});
+      L.norms.index_k_norm = w.Load(a + "index_k_norm.weight", {Di});
+    }
+    const std::string b = p + "block_sparse_moe.";
+    if (L.moe) {
+      const int64_t E = t.num_local_experts, I = t.intermediate_size;
+      const parallel::ShardRange ex = plan.experts, ei = plan.expert_inter;
+      L.router = w.Load(b + "gate.weight", {E, H});
+      L.router_bias = w.Load(b + "e_score_correction_bias", {E});
+      std::vector<WeightSlice> gu, dn;
+      for (int64_t e = ex.first; e < ex.first + ex.count; ++e) {
+        const std::string x = b + "experts." + std::to_string(e) + ".";
+        gu.push_back({x + "w1.weight", {I, H}, ei.first, ei.count});
+        gu.push_back({x + "w3.weight", {I, H}, ei.first, ei.count});
+        dn.push_back({x + "w2.weight", {H, I}, 0, -1, ei.first, ei.count});
+      }
+      L.experts_gate_up = w.LoadSlices(gu, {ex.count, 2 * ei.count, H});
+      L.experts_down = w.LoadSlices(dn, {ex.count, H, ei.count});
+      const std::string s = b + "shared_experts.";
+      L.shared_gate_up = gate_up(s + "gate_proj.weight", s + "up_proj.weight",
+                                 t.shared_intermediate_size, plan.shared_inter);
+      L.shared_down = down(s + "down_proj.weight", t.shared_intermediate_size, plan.shared_inter);
+    } else {
+      L.mlp_gate_up = gate_up(b + "gate_proj.weight", b + "up_proj.weight",
+                              t.dense_intermediate_size, plan.dense_inter);
+      L.mlp_down = down(b + "down_proj.weight", t.dense_intermediate_size, plan.dense_inter);
+    }
+    m.layers.push_back(std::move(L));
+  }
+}
+
+}  // namespace
+
 void CheckM3Config(const ModelConfig& c) {
   const TextConfig& t = c.text;
   auto need = [](bool ok, const std::string& what) {
@@ -46,7 +124,8 @@ void CheckM3Config(const ModelConfig& c) {
 }
 
 M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
-                                  backend::Backend& backend, LoadReport& report) {
+                                  backend::Backend& backend, LoadReport& report,
+                                  const parallel::ShardPlan* plan) {
   CheckM3Config(config);
   const TextConfig& t = config.text;
   const VisionConfig& v = config.vision;
@@ -58,59 +137,63 @@ M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& c
   m.embed_tokens = w.Load(lm + "model.embed_tokens.weight", {t.vocab_size, H});
   m.lm_head = w.Load(lm + "lm_head.weight", {t.vocab_size, H});
   m.final_norm = w.Load(lm + "model.norm.weight", {H});
-  auto gate_up = [&](const std::string& gate, const std::string& up, int64_t inter) {
-    return w.LoadConcat({{gate, {inter, H}}, {up, {inter, H}}}, {2 * inter, H});
-  };
-  for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
-    const std::string p = lm + "model.layers." + std::to_string(i) + ".";
-    M3DecoderLayerWeights L;
-    L.sparse_attention = t.sparse_attention[i];
-    L.moe = t.moe_mlp[i];
-    L.input_norm = w.Load(p + "input_layernorm.weight", {H});
-    L.post_attention_norm = w.Load(p + "post_attention_layernorm.weight", {H});
-    const std::string a = p + "self_attn.";
-    std::vector<std::pair<std::string, Shape>> qkv = {{a + "q_proj.weight", {Hq * D, H}},
-                                                      {a + "k_proj.weight", {Hkv * D, H}},
-                                                      {a + "v_proj.weight", {Hkv * D, H}}};
-    int64_t rows = (Hq + 2 * Hkv) * D;
-    if (L.sparse_attention) {
-      const int64_t Hi = t.index_n_heads, Di = t.index_head_dim;
-      qkv.push_back({a + "index_q_proj.weight", {Hi * Di, H}});
-      qkv.push_back({a + "index_k_proj.weight", {Di, H}});
-      rows += (Hi + 1) * Di;
-    }
-    L.qkv_proj = w.LoadConcat(qkv, {rows, H});
-    L.o_proj = w.Load(a + "o_proj.weight", {H, Hq * D});
-    L.norms.q_norm = w.Load(a + "q_norm.weight", {D});
-    L.norms.k_norm = w.Load(a + "k_norm.weight", {D});
-    if (L.sparse_attention) {
-      L.norms.index_q_norm = w.Load(a + "index_q_norm.weight", {t.index_head_dim});
-      L.norms.index_k_norm = w.Load(a + "index_k_norm.weight", {t.index_head_dim});
-    }
-    const std::string b = p + "block_sparse_moe.";
-    if (L.moe) {
-      const int64_t E = t.num_local_experts, I = t.intermediate_size;
-      L.router = w.Load(b + "gate.weight", {E, H});
-      L.router_bias = w.Load(b + "e_score_correction_bias", {E});
-      std::vector<std::pair<std::string, Shape>> gu, down;
-      for (int64_t e = 0; e < E; ++e) {
-        const std::string x = b + "experts." + std::to_string(e) + ".";
-        gu.push_back({x + "w1.weight", {I, H}});
-        gu.push_back({x + "w3.weight", {I, H}});
-        down.push_back({x + "w2.weight", {H, I}});
+  if (plan && !plan->single()) {
+    LoadShardedDecoderLayers(w, t, *plan, m);
+  } else {
+    auto gate_up = [&](const std::string& gate, const std::string& up, int64_t inter) {
+      return w.LoadConcat({{gate, {inter, H}}, {up, {inter, H}}}, {2 * inter, H});
+    };
+    for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
+      const std::string p = lm + "model.layers." + std::to_string(i) + ".";
+      M3DecoderLayerWeights L;
+      L.sparse_attention = t.sparse_attention[i];
+      L.moe = t.moe_mlp[i];
+      L.input_norm = w.Load(p + "input_layernorm.weight", {H});
+      L.post_attention_norm = w.Load(p + "post_attention_layernorm.weight", {H});
+      const std::string a = p + "self_attn.";
+      std::vector<std::pair<std::string, Shape>> qkv = {{a + "q_proj.weight", {Hq * D, H}},
+                                                        {a + "k_proj.weight", {Hkv * D, H}},
+                                                        {a + "v_proj.weight", {Hkv * D, H}}};
+      int64_t rows = (Hq + 2 * Hkv) * D;
+      if (L.sparse_attention) {
+        const int64_t Hi = t.index_n_heads, Di = t.index_head_dim;
+        qkv.push_back({a + "index_q_proj.weight", {Hi * Di, H}});
+        qkv.push_back({a + "index_k_proj.weight", {Di, H}});
+        rows += (Hi + 1) * Di;
       }
-      L.experts_gate_up = w.LoadConcat(gu, {E, 2 * I, H});
-      L.experts_down = w.LoadConcat(down, {E, H, I});
-      const std::string s = b + "shared_experts.";
-      L.shared_gate_up =
-          gate_up(s + "gate_proj.weight", s + "up_proj.weight", t.shared_intermediate_size);
-      L.shared_down = w.Load(s + "down_proj.weight", {H, t.shared_intermediate_size});
-    } else {
-      L.mlp_gate_up =
-          gate_up(b + "gate_proj.weight", b + "up_proj.weight", t.dense_intermediate_size);
-      L.mlp_down = w.Load(b + "down_proj.weight", {H, t.dense_intermediate_size});
+      L.qkv_proj = w.LoadConcat(qkv, {rows, H});
+      L.o_proj = w.Load(a + "o_proj.weight", {H, Hq * D});
+      L.norms.q_norm = w.Load(a + "q_norm.weight", {D});
+      L.norms.k_norm = w.Load(a + "k_norm.weight", {D});
+      if (L.sparse_attention) {
+        L.norms.index_q_norm = w.Load(a + "index_q_norm.weight", {t.index_head_dim});
+        L.norms.index_k_norm = w.Load(a + "index_k_norm.weight", {t.index_head_dim});
+      }
+      const std::string b = p + "block_sparse_moe.";
+      if (L.moe) {
+        const int64_t E = t.num_local_experts, I = t.intermediate_size;
+        L.router = w.Load(b + "gate.weight", {E, H});
+        L.router_bias = w.Load(b + "e_score_correction_bias", {E});
+        std::vector<std::pair<std::string, Shape>> gu, down;
+        for (int64_t e = 0; e < E; ++e) {
+          const std::string x = b + "experts." + std::to_string(e) + ".";
+          gu.push_back({x + "w1.weight", {I, H}});
+          gu.push_back({x + "w3.weight", {I, H}});
+          down.push_back({x + "w2.weight", {H, I}});
+        }
+        L.experts_gate_up = w.LoadConcat(gu, {E, 2 * I, H});
+        L.experts_down = w.LoadConcat(down, {E, H, I});
+        const std::string s = b + "shared_experts.";
+        L.shared_gate_up =
+            gate_up(s + "gate_proj.weight", s + "up_proj.weight", t.shared_intermediate_size);
+        L.shared_down = w.Load(s + "down_proj.weight", {H, t.shared_intermediate_size});
+      } else {
+        L.mlp_gate_up =
+            gate_up(b + "gate_proj.weight", b + "up_proj.weight", t.dense_intermediate_size);
+        L.mlp_down = w.Load(b + "down_proj.weight", {H, t.dense_intermediate_size});
+      }
+      m.layers.push_back(std::move(L));
     }
-    m.layers.push_back(std::move(L));
   }
 
   const std::string vm = "vision_tower.vision_model.";

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/parallel/shard_plan.h"
 #include "engine/weight_uploader.h"
 #include "shared/model_config.h"
 #include "shared/safetensors.h"
@@ -56,8 +57,11 @@ struct M3ModelWeights {
 // Checks the config's structural assumptions (kInvalidArgument naming the key).
 void CheckM3Config(const ModelConfig& config);
 
-// Loads and shape-checks every tensor onto `backend`; fills `report`.
+// Loads and shape-checks every tensor onto `backend`; fills `report`. With a plan of several
+// ranks, the decoder layers are this rank's slices (parallel/shard_plan.h); the embeddings, LM
+// head, norms, routers and the vision tower are whole on every rank.
 M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
-                                  backend::Backend& backend, LoadReport& report);
+                                  backend::Backend& backend, LoadReport& report,
+                                  const parallel::ShardPlan* plan = nullptr);
 
 }  // namespace m3::engine::minimax_m3

@@ -3,6 +3,7 @@
 #include "engine/minimax_m3/m3_runner.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <string>
 
@@ -11,6 +12,10 @@
 #include "engine/minimax_m3/m3_decoder_graph.h"
 #include "engine/minimax_m3/m3_model_weights.h"
 #include "engine/minimax_m3/m3_vision.h"
+#include "engine/parallel/in_process_communicator.h"
+#include "engine/parallel/nccl_communicator.h"
+#include "engine/parallel/parallel_runner.h"
+#include "engine/parallel/shard_plan.h"
 #include "shared/error.h"
 #include "shared/model_config.h"
 
@@ -19,17 +24,20 @@ namespace {
 
 class M3Runner : public ModelRunner {
  public:
+  // plan / comm: this runner is one rank of a parallel group (null: the whole model).
   M3Runner(ModelConfig config, std::unique_ptr<backend::Backend> be, const WeightStore& store,
-           const RunnerOptions& options)
-      : config_(std::move(config)), backend_(std::move(be)) {
+           const RunnerOptions& options, const parallel::ShardPlan* plan = nullptr,
+           std::unique_ptr<parallel::Communicator> comm = nullptr)
+      : config_(std::move(config)), backend_(std::move(be)), comm_(std::move(comm)) {
     LoadReport report;
-    weights_ = LoadM3ModelWeights(store, config_, *backend_, report);
+    weights_ = LoadM3ModelWeights(store, config_, *backend_, report, plan);
     DecoderStepLimits limits;
     limits.max_num_seqs = options.max_num_seqs;
     limits.max_batched_tokens = options.max_batched_tokens;
     // Graphs where the backend records them (CUDA); the CPU backend runs op by op.
     limits.graphs = options.cuda_graphs && backend_->name().rfind("cuda", 0) == 0;
-    graph_ = std::make_unique<M3DecoderGraph>(config_, weights_, *backend_, limits);
+    graph_ =
+        std::make_unique<M3DecoderGraph>(config_, weights_, *backend_, limits, plan, comm_.get());
     const TextConfig& t = config_.text;
     const VisionConfig& v = config_.vision;
     info_.architecture = config_.model_type;
@@ -129,6 +137,7 @@ class M3Runner : public ModelRunner {
  private:
   ModelConfig config_;
   std::unique_ptr<backend::Backend> backend_;
+  std::unique_ptr<parallel::Communicator> comm_;
   M3ModelWeights weights_;
   std::unique_ptr<M3DecoderGraph> graph_;
   RunnerInfo info_;
@@ -137,8 +146,82 @@ class M3Runner : public ModelRunner {
 
 }  // namespace
 
+namespace {
+
+// The device of rank `rank`: "cpu" for all, or consecutive GPUs from the one named.
+std::string RankDevice(const std::string& device, int rank) {
+  if (device == "cpu") return device;
+  Require(device.rfind("cuda", 0) == 0, ErrorCode::kUnsupported,
+          "tensor / expert parallelism runs on --device cpu or cuda[:N], not '" + device + "'");
+  int first = 0;
+  if (device != "cuda") {
+    const char* b = device.data() + 5;
+    const char* e = device.data() + device.size();
+    const auto [end, ec] = std::from_chars(b, e, first);
+    Require(device[4] == ':' && ec == std::errc() && end == e && first >= 0,
+            ErrorCode::kInvalidArgument, "device '" + device + "' is not cpu, cuda or cuda:N");
+  }
+  return "cuda:" + std::to_string(first + rank);
+}
+
+std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
+                                          const RunnerOptions& options) {
+  const ModelConfig config = LoadModelConfig(model_dir);
+  CheckM3Config(config);
+  const int world = std::max(options.tensor_parallel, options.expert_parallel);
+  std::vector<parallel::ShardPlan> plans;
+  for (int r = 0; r < std::max(world, 1); ++r)
+    plans.push_back(
+        parallel::MakeShardPlan(config.text, options.tensor_parallel, options.expert_parallel, r));
+  // CPU ranks meet in memory; GPU ranks through NCCL, one GPU each (consecutive devices).
+  std::shared_ptr<parallel::InProcessGroup> cpu_group;
+  std::unique_ptr<parallel::NcclGroup> gpu_group;
+  std::vector<std::string> devices;
+  for (int r = 0; r < world; ++r) devices.push_back(RankDevice(options.device, r));
+  if (options.device == "cpu") {
+    cpu_group = std::make_shared<parallel::InProcessGroup>(world);
+  } else {
+    std::vector<int> ids;
+    for (int r = 0; r < world; ++r) {
+      try {
+        backend::QueryDeviceMemory(devices[static_cast<size_t>(r)]);
+      } catch (const Error& e) {
+        throw Error(e.code(), "tensor parallel " + std::to_string(options.tensor_parallel) +
+                                  " / expert parallel " + std::to_string(options.expert_parallel) +
+                                  " needs " + std::to_string(world) + " GPUs from " +
+                                  options.device + ": " + devices[static_cast<size_t>(r)] + ": " +
+                                  e.what());
+      }
+      ids.push_back(std::stoi(devices[static_cast<size_t>(r)].substr(5)));
+    }
+    gpu_group = std::make_unique<parallel::NcclGroup>(ids);
+  }
+  const WeightStore store = WeightStore::OpenDirectory(model_dir);
+  return parallel::MakeParallelRunner(world, [&](int r) -> std::unique_ptr<ModelRunner> {
+    const std::string& device = devices[static_cast<size_t>(r)];
+    std::unique_ptr<backend::Backend> be;
+    try {
+      be = backend::MakeBackend(device);
+    } catch (const Error& e) {
+      throw Error(e.code(), "rank " + std::to_string(r) + " of " + std::to_string(world) +
+                                " (device " + device + "): " + e.what());
+    }
+    std::unique_ptr<parallel::Communicator> comm;
+    if (cpu_group)
+      comm = std::make_unique<parallel::InProcessCommunicator>(cpu_group, r);
+    else
+      comm = gpu_group->Bind(r, *be);
+    return std::make_unique<M3Runner>(config, std::move(be), store, options,
+                                      &plans[static_cast<size_t>(r)], std::move(comm));
+  });
+}
+
+}  // namespace
+
 std::unique_ptr<ModelRunner> LoadMiniMaxM3Runner(const std::string& model_dir,
                                                  const RunnerOptions& options) {
+  if (options.tensor_parallel != 1 || options.expert_parallel != 1)
+    return LoadParallel(model_dir, options);
   // The device first: a missing driver or GPU is reported before any file is read.
   std::unique_ptr<backend::Backend> be = backend::MakeBackend(options.device);
   ModelConfig config = LoadModelConfig(model_dir);

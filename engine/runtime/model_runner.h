@@ -139,6 +139,13 @@ struct RunnerOptions {
   // GPU backends: decode-only steps replay CUDA graphs recorded per (rows, block-table width)
   // bucket; other steps run op by op.
   bool cuda_graphs = true;
+  // Tensor / expert parallelism (engine/parallel/shard_plan.h): the model runs on
+  // max(tensor_parallel, expert_parallel) ranks, each 1 or that size; ranks are threads of this
+  // process, on the CPU backend or on GPUs device, device + 1, ... ("cuda" = "cuda:0"). Loading
+  // throws kInvalidArgument when the sizes do not divide the model's heads / experts /
+  // intermediates, naming them.
+  int tensor_parallel = 1;
+  int expert_parallel = 1;
 };
 
 // Opens a model directory and builds the runner for its config.json model_type on the chosen

@@ -1,0 +1,23 @@
+// Communicator: the collectives the ranks of one tensor- / expert-parallel model use, on the
+// tensors of their own backends (host memory for the CPU backend, device memory for a GPU).
+// Every rank calls the same collectives in the same order with tensors of the same shape.
+#pragma once
+
+#include "engine/backend/device_tensor.h"
+
+namespace m3::engine::parallel {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // t = the sum of every rank's t, in place (float32 or bfloat16). The reduction order is
+  // rank 0 + rank 1 + ..., so results do not depend on timing where the implementation allows.
+  virtual void AllReduceSum(const backend::DeviceTensor& t) = 0;
+  // out [size * in.rows, ...] = every rank's `in` stacked in rank order along dimension 0.
+  virtual void AllGatherRows(const backend::DeviceTensor& in, const backend::DeviceTensor& out) = 0;
+  virtual void Barrier() = 0;
+};
+
+}  // namespace m3::engine::parallel

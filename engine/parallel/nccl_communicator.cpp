@@ -1,0 +1,132 @@
+// NcclCommunicator: NCCL entry points resolved from libnccl.so.2 at run time, AllReduce /
+// AllGather / Barrier on the backend's stream.
+#include "engine/parallel/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "engine/backend/cuda/cuda_backend.h"
+#include "shared/error.h"
+
+namespace m3::engine::parallel {
+namespace {
+
+struct NcclApi {
+  decltype(&ncclCommInitAll) CommInitAll = nullptr;
+  decltype(&ncclCommDestroy) CommDestroy = nullptr;
+  decltype(&ncclAllReduce) AllReduce = nullptr;
+  decltype(&ncclAllGather) AllGather = nullptr;
+  decltype(&ncclGetErrorString) GetErrorString = nullptr;
+};
+
+const NcclApi& Nccl() {
+  static const NcclApi api = [] {
+    NcclApi a;
+    void* lib = ::dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) lib = ::dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
+    Require(lib != nullptr, ErrorCode::kUnavailable,
+            "tensor / expert parallelism on GPUs needs NCCL: libnccl.so.2 could not be loaded "
+            "(add the CUDA toolkit's lib directory to LD_LIBRARY_PATH)");
+    auto get = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
+      Require(fn != nullptr, ErrorCode::kUnavailable, std::string("libnccl.so.2 lacks ") + name);
+    };
+    get(a.CommInitAll, "ncclCommInitAll");
+    get(a.CommDestroy, "ncclCommDestroy");
+    get(a.AllReduce, "ncclAllReduce");
+    get(a.AllGather, "ncclAllGather");
+    get(a.GetErrorString, "ncclGetErrorString");
+    return a;
+  }();
+  return api;
+}
+
+void Check(ncclResult_t r, const std::string& what) {
+  Require(r == ncclSuccess, ErrorCode::kUnavailable,
+          "NCCL " + what + ": " + Nccl().GetErrorString(r));
+}
+
+void CheckCuda(cudaError_t e, const std::string& what) {
+  Require(e == cudaSuccess, ErrorCode::kUnavailable, "CUDA " + what + ": " + cudaGetErrorString(e));
+}
+
+class NcclCommunicator : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, int rank, int size, int device, backend::Backend& be)
+      : comm_(comm),
+        rank_(rank),
+        size_(size),
+        device_(device),
+        stream_(static_cast<cudaStream_t>(backend::CudaBackendStream(be))) {
+    // A device scalar for Barrier, allocated once (collectives allocate nothing per call).
+    barrier_ = be.Alloc(DType::kF32, {1});
+  }
+  ~NcclCommunicator() override { Nccl().CommDestroy(comm_); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void AllReduceSum(const backend::DeviceTensor& t) override {
+    Require(t.dtype == DType::kF32 || t.dtype == DType::kBF16, ErrorCode::kInternal,
+            "AllReduceSum: float32 or bfloat16 tensors only");
+    void* p = t.data<void>();
+    CheckCuda(cudaSetDevice(device_), "cudaSetDevice");
+    Check(Nccl().AllReduce(p, p, static_cast<size_t>(t.numel()),
+                           t.dtype == DType::kF32 ? ncclFloat32 : ncclBfloat16, ncclSum, comm_,
+                           stream_),
+          "AllReduce");
+  }
+
+  void AllGatherRows(const backend::DeviceTensor& in, const backend::DeviceTensor& out) override {
+    Require(out.dtype == in.dtype && out.numel() == in.numel() * size_, ErrorCode::kInternal,
+            "AllGatherRows: out must hold every rank's input");
+    CheckCuda(cudaSetDevice(device_), "cudaSetDevice");
+    Check(Nccl().AllGather(in.data<void>(), out.data<void>(), in.bytes(), ncclInt8, comm_, stream_),
+          "AllGather");
+  }
+
+  void Barrier() override {
+    AllReduceSum(barrier_);
+    CheckCuda(cudaStreamSynchronize(stream_), "stream synchronize");
+  }
+
+ private:
+  ncclComm_t comm_;
+  int rank_, size_, device_;
+  cudaStream_t stream_;
+  backend::DeviceTensor barrier_;
+};
+
+}  // namespace
+
+bool BuiltWithNccl() {
+  return true;
+}
+
+NcclGroup::NcclGroup(const std::vector<int>& devices) : devices_(devices) {
+  const NcclApi& api = Nccl();
+  std::vector<ncclComm_t> comms(devices.size());
+  Check(api.CommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()),
+        "setting up " + std::to_string(devices.size()) + " GPUs");
+  for (ncclComm_t c : comms) comms_.push_back(c);
+}
+
+NcclGroup::~NcclGroup() {
+  for (void* c : comms_)
+    if (c) Nccl().CommDestroy(static_cast<ncclComm_t>(c));
+}
+
+std::unique_ptr<Communicator> NcclGroup::Bind(int rank, backend::Backend& backend) {
+  Require(rank >= 0 && rank < static_cast<int>(comms_.size()) && comms_[rank] != nullptr,
+          ErrorCode::kInternal, "NcclGroup::Bind: rank out of range or bound twice");
+  auto comm =
+      std::make_unique<NcclCommunicator>(static_cast<ncclComm_t>(comms_[rank]), rank,
+                                         static_cast<int>(comms_.size()), devices_[rank], backend);
+  comms_[rank] = nullptr;
+  return comm;
+}
+
+}  // namespace m3::engine::parallel

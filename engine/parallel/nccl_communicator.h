@@ -1,0 +1,38 @@
+// NcclGroup / NcclCommunicator: collectives among ranks that are threads of one process, one
+// GPU each, over NCCL (NVLink / PCIe), queued on each rank's CUDA backend stream so they order
+// with its kernels and can be captured into its decode graphs. libnccl.so.2 (from the CUDA
+// toolkit) is loaded when a group is made, so binaries that never run parallel on GPUs do not
+// need it. Built where nvcc and nccl.h were found (M3_HAVE_NCCL).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/parallel/communicator.h"
+
+namespace m3::engine::parallel {
+
+// True when this build has the NCCL communicator.
+bool BuiltWithNccl();
+
+class NcclGroup {
+ public:
+  // One communicator per GPU of `devices` (ncclCommInitAll), rank i on devices[i]. Throws
+  // kUnavailable when libnccl.so.2 cannot be loaded or NCCL cannot set up the group, and
+  // kUnsupported in builds without NCCL.
+  explicit NcclGroup(const std::vector<int>& devices);
+  ~NcclGroup();
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+
+  // Rank `rank`'s communicator, on `backend`'s stream (a CUDA backend on devices[rank]); the
+  // communicator then owns its NCCL handle. Call once per rank, on the rank's thread.
+  std::unique_ptr<Communicator> Bind(int rank, backend::Backend& backend);
+
+ private:
+  std::vector<int> devices_;
+  std::vector<void*> comms_;  // ncclComm_t, null once bound
+};
+
+}  // namespace m3::engine::parallel

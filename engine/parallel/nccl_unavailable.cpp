@@ -1,0 +1,23 @@
+// NcclGroup in builds without NCCL (no nvcc or no nccl.h): creating one says so.
+#include "engine/parallel/nccl_communicator.h"
+#include "shared/error.h"
+
+namespace m3::engine::parallel {
+
+bool BuiltWithNccl() {
+  return false;
+}
+
+NcclGroup::NcclGroup(const std::vector<int>& devices) : devices_(devices) {
+  throw Error(ErrorCode::kUnsupported,
+              "tensor / expert parallelism on GPUs needs NCCL, which this build lacks (build "
+              "with the CUDA toolkit and its nccl.h)");
+}
+
+NcclGroup::~NcclGroup() = default;
+
+std::unique_ptr<Communicator> NcclGroup::Bind(int, backend::Backend&) {
+  throw Error(ErrorCode::kUnsupported, "this build has no NCCL communicator");
+}
+
+}  // namespace m3::engine::parallel

@@ -1,0 +1,22 @@
+// ParallelRunner: a ModelRunner over the ranks of a tensor- / expert-parallel group, each rank
+// a runner of its own (its backend, its weight slices, its KV heads, its communicator) on its
+// own thread. Every call runs on all ranks in lock step; the ranks hold the same pages (one
+// block table serves all), rank 0's logits / samples are the answer. Media are encoded on every
+// rank (the vision tower is replicated): the ranks encode at once on their own devices, so this
+// costs no time over rank 0 encoding alone and needs no broadcast of the features.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "engine/parallel/rank_threads.h"
+#include "engine/runtime/model_runner.h"
+
+namespace m3::engine::parallel {
+
+// Builds rank `rank`'s runner; called on that rank's thread.
+using RankRunnerFactory = std::function<std::unique_ptr<ModelRunner>(int rank)>;
+
+std::unique_ptr<ModelRunner> MakeParallelRunner(int ranks, const RankRunnerFactory& make);
+
+}  // namespace m3::engine::parallel

@@ -1,0 +1,55 @@
+// RankThreads: a generation counter wakes the rank threads; the caller waits for all.
+#include "engine/parallel/rank_threads.h"
+
+namespace m3::engine::parallel {
+
+RankThreads::RankThreads(int ranks) : errors_(static_cast<size_t>(ranks)) {
+  for (int r = 0; r < ranks; ++r) threads_.emplace_back([this, r] { Loop(r); });
+}
+
+RankThreads::~RankThreads() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void RankThreads::Run(const std::function<void(int)>& job) {
+  std::unique_lock<std::mutex> lock(mu_);
+  job_ = &job;
+  pending_ = size();
+  for (auto& e : errors_) e = nullptr;
+  ++generation_;
+  start_cv_.notify_all();
+  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  job_ = nullptr;
+  for (auto& e : errors_)
+    if (e) std::rethrow_exception(e);
+}
+
+void RankThreads::Loop(int rank) {
+  unsigned long seen = 0;
+  for (;;) {
+    const std::function<void(int)>* job = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+    }
+    std::exception_ptr error;
+    try {
+      (*job)(rank);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    errors_[static_cast<size_t>(rank)] = error;
+    if (--pending_ == 0) done_cv_.notify_all();
+  }
+}
+
+}  // namespace m3::engine::parallel
