@@ -36,13 +36,16 @@ constexpr const char* kUsage =
     "      prints {\"tokens\":[...]} as the last stdout line\n"
     "  m3-engine serve --model DIR --port P [--host H] [--device cpu|cuda[:N]] [--max-num-seqs N]\n"
     "      [--max-batched-tokens N] [--kv-pages N | --kv-memory GiB | --gpu-memory-fraction F]\n"
-    "      [--page-size N] [--cuda-graphs on|off]\n"
+    "      [--page-size N] [--cuda-graphs on|off] [--tensor-parallel N] [--expert-parallel N]\n"
     "      [--max-prefill-chunk N] [--max-waiting N] [--no-prefix-caching]\n"
     "      [--encoder-cache-mb N] [--max-message-mb N] [--served-model-name NAME]\n"
     "      gRPC engine server (proto/engine.proto); prints 'm3-engine: listening on port P';\n"
     "      SIGTERM stops admission, finishes running streams and exits; on a GPU the KV cache\n"
     "      takes F (default 0.9) of its memory less what is in use after the weights load;\n"
-    "      --cuda-graphs (default on) replays decode-only steps as recorded CUDA graphs\n";
+    "      --cuda-graphs (default on) replays decode-only steps as recorded CUDA graphs;\n"
+    "      --tensor-parallel / --expert-parallel (each 1 or the same N) run the model on N\n"
+    "      ranks (threads: cpu, or GPUs cuda:K..K+N-1 over NCCL), attention split by heads,\n"
+    "      experts by expert (ep) or by their intermediate (tp only)\n";
 
 int RunLogits(const std::vector<std::string>& args) {
   ArgParser p;

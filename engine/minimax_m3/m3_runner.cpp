@@ -36,6 +36,9 @@ class M3Runner : public ModelRunner {
     limits.max_batched_tokens = options.max_batched_tokens;
     // Graphs where the backend records them (CUDA); the CPU backend runs op by op.
     limits.graphs = options.cuda_graphs && backend_->name().rfind("cuda", 0) == 0;
+    // Expert-parallel ranks pick their experts' routes on the host (KeepLocalExperts), which a
+    // recorded graph cannot contain: their steps run op by op.
+    if (plan && plan->experts.count < config_.text.num_local_experts) limits.graphs = false;
     graph_ =
         std::make_unique<M3DecoderGraph>(config_, weights_, *backend_, limits, plan, comm_.get());
     const TextConfig& t = config_.text;
@@ -181,20 +184,21 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
   if (options.device == "cpu") {
     cpu_group = std::make_shared<parallel::InProcessGroup>(world);
   } else {
-    std::vector<int> ids;
-    for (int r = 0; r < world; ++r) {
-      try {
-        backend::QueryDeviceMemory(devices[static_cast<size_t>(r)]);
-      } catch (const Error& e) {
-        throw Error(e.code(), "tensor parallel " + std::to_string(options.tensor_parallel) +
-                                  " / expert parallel " + std::to_string(options.expert_parallel) +
-                                  " needs " + std::to_string(world) + " GPUs from " +
-                                  options.device + ": " + devices[static_cast<size_t>(r)] + ": " +
-                                  e.what());
-      }
-      ids.push_back(std::stoi(devices[static_cast<size_t>(r)].substr(5)));
+    const std::string what = "tensor parallel " + std::to_string(options.tensor_parallel) +
+                             " / expert parallel " + std::to_string(options.expert_parallel) +
+                             " on " + options.device + ": ";
+    try {
+      backend::MakeBackend(devices.front());  // no driver / GPU: said as for one GPU
+    } catch (const Error& e) {
+      throw Error(e.code(), what + e.what());
     }
-    gpu_group = std::make_unique<parallel::NcclGroup>(ids);
+    std::vector<int> ids;
+    for (const std::string& d : devices) ids.push_back(std::stoi(d.substr(5)));
+    try {
+      gpu_group = std::make_unique<parallel::NcclGroup>(ids);  // checks the GPU count
+    } catch (const Error& e) {
+      throw Error(e.code(), what + e.what());
+    }
   }
   const WeightStore store = WeightStore::OpenDirectory(model_dir);
   return parallel::MakeParallelRunner(world, [&](int r) -> std::unique_ptr<ModelRunner> {

@@ -107,6 +107,12 @@ bool BuiltWithNccl() {
 }
 
 NcclGroup::NcclGroup(const std::vector<int>& devices) : devices_(devices) {
+  int count = 0;
+  CheckCuda(cudaGetDeviceCount(&count), "counting GPUs");
+  for (int d : devices)
+    Require(d >= 0 && d < count, ErrorCode::kInvalidArgument,
+            std::to_string(devices.size()) + " ranks need GPU cuda:" + std::to_string(d) +
+                ", and this machine has " + std::to_string(count) + " GPU(s)");
   const NcclApi& api = Nccl();
   std::vector<ncclComm_t> comms(devices.size());
   Check(api.CommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()),

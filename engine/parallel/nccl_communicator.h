@@ -19,8 +19,8 @@ bool BuiltWithNccl();
 class NcclGroup {
  public:
   // One communicator per GPU of `devices` (ncclCommInitAll), rank i on devices[i]. Throws
-  // kUnavailable when libnccl.so.2 cannot be loaded or NCCL cannot set up the group, and
-  // kUnsupported in builds without NCCL.
+  // kInvalidArgument when the machine has fewer GPUs, kUnavailable when libnccl.so.2 cannot be
+  // loaded or NCCL cannot set up the group, and kUnsupported in builds without NCCL.
   explicit NcclGroup(const std::vector<int>& devices);
   ~NcclGroup();
   NcclGroup(const NcclGroup&) = delete;

@@ -301,6 +301,31 @@ TEST_CASE("parallel configs the model cannot take are refused by name") {
   CHECK(t1.expert_inter.first == c.text.intermediate_size / 2);
 }
 
+TEST_CASE("m3-engine serve refuses bad --tensor-parallel / --expert-parallel with a message") {
+  struct Bad {
+    std::vector<std::string> flags;
+    std::string needle;
+  };
+  const Bad cases[] = {
+      {{"--tensor-parallel", "3"}, "num_attention_heads 4"},
+      {{"--tensor-parallel", "0"}, "--tensor-parallel must be in [1, 64]"},
+      {{"--expert-parallel", "x"}, "expert-parallel"},
+      {{"--tensor-parallel", "2", "--expert-parallel", "4"}, "must be equal"},
+      {{"--expert-parallel", "3"}, "num_local_experts 8"},
+      {{"--device", "cuda", "--tensor-parallel", "2"}, "tensor parallel 2 / expert parallel 1 on cuda: "},
+  };
+  for (const Bad& b : cases) {
+    std::vector<std::string> argv = {BinPath("m3-engine"),      "serve",  "--model",
+                                     DataPath("m3-tiny/model"), "--port", "0"};
+    argv.insert(argv.end(), b.flags.begin(), b.flags.end());
+    const ProcessResult r = RunProcess(argv);
+    CAPTURE(r.err);
+    if (r.err.find("without gRPC") != std::string::npos) return;  // no serve in this build
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find(b.needle) != std::string::npos);
+  }
+}
+
 TEST_CASE("in-process AllReduce: rank-ordered float32 sum, bf16, mismatched shapes refused") {
   constexpr int kRanks = 3;
   auto group = std::make_shared<engine::parallel::InProcessGroup>(kRanks);
