@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -27,8 +28,26 @@ int64_t PeakResidentBytes() {
   return 0;
 }
 
-WeightUploader::WeightUploader(const WeightStore& store, backend::Backend& backend)
-    : store_(store), backend_(backend), start_(std::chrono::steady_clock::now()) {
+void ReleasePages(const TensorView& v) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  // Only whole pages inside this tensor, so neighbours still to be read stay mapped.
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(v.data) + page - 1) / page * page;
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(v.data) + v.nbytes) / page * page;
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+
+void SharedPageRelease::Read(const TensorView& view, int readers) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (++reads_[view.data] < (readers > 0 ? readers : readers_)) return;
+    reads_.erase(view.data);
+  }
+  ReleasePages(view);
+}
+
+WeightUploader::WeightUploader(const WeightStore& store, backend::Backend& backend,
+                               SharedPageRelease* shared)
+    : store_(store), backend_(backend), shared_(shared), start_(std::chrono::steady_clock::now()) {
   for (const auto& name : store_.Names()) total_bytes_ += store_.Get(name).nbytes;
   Log(LogLevel::kInfo, "loading weights from ", store_.dir(), ": ", total_bytes_ >> 20,
       " MiB of tensors onto the ", backend_.name(), " backend");
@@ -50,15 +69,15 @@ TensorView WeightUploader::Checked(const std::string& name, const Shape& shape) 
 }
 
 void WeightUploader::Done(const std::vector<TensorView>& views) {
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   for (const auto& v : views) {
     read_bytes_ += static_cast<int64_t>(v.nbytes);
     ++tensors_;
-    // The converted copy is all we keep: let the kernel drop the mapped source pages (only
-    // whole pages inside this tensor, so neighbours still to be read stay mapped).
-    const uintptr_t b = (reinterpret_cast<uintptr_t>(v.data) + page - 1) / page * page;
-    const uintptr_t e = (reinterpret_cast<uintptr_t>(v.data) + v.nbytes) / page * page;
-    if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+    // The converted copy is all we keep: let the kernel drop the mapped source pages (at
+    // once, or when the last rank of a group has read them).
+    if (shared_)
+      shared_->Read(v);
+    else
+      ReleasePages(v);
   }
   // Progress only where a load takes noticeable time; the summary line always comes.
   constexpr int64_t kProgressFrom = int64_t{256} << 20;
@@ -88,7 +107,12 @@ backend::DeviceTensor WeightUploader::LoadConcat(
 
 backend::DeviceTensor WeightUploader::LoadSlices(const std::vector<WeightSlice>& parts,
                                                  const Shape& shape) {
+  // Row slices are views of the mapping. A column slice is strided there, so its rows are
+  // gathered into one contiguous host copy of just the slice (checkpoint dtype): backends then
+  // convert and upload it in one piece rather than one transfer per row.
   std::vector<TensorView> views;
+  std::vector<std::vector<uint8_t>> gathered;
+  gathered.reserve(parts.size());
   for (const WeightSlice& s : parts) {
     const TensorView whole = Checked(s.name, s.shape);
     const int64_t R = s.shape.at(0), rows = s.rows < 0 ? R - s.row0 : s.rows;
@@ -98,25 +122,35 @@ backend::DeviceTensor WeightUploader::LoadSlices(const std::vector<WeightSlice>&
                 s.col0 + cols <= C && (s.shape.size() == 2 || (s.col0 == 0 && cols == C)),
             ErrorCode::kInternal, "weight slice of '" + s.name + "' out of range");
     const size_t es = DTypeSize(whole.dtype);
+    TensorView v = whole;
+    v.shape[0] = rows;
     if (cols == C) {
-      TensorView v = whole;
-      v.shape[0] = rows;
       v.data = whole.data + static_cast<size_t>(s.row0 * C) * es;
-      v.nbytes = static_cast<size_t>(rows * C) * es;
-      views.push_back(v);
-      continue;
+    } else {
+      v.shape = {rows, cols};
+      std::vector<uint8_t>& buf = gathered.emplace_back(static_cast<size_t>(rows * cols) * es);
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(buf.data() + static_cast<size_t>(r * cols) * es,
+                    whole.data + static_cast<size_t>((s.row0 + r) * C + s.col0) * es,
+                    static_cast<size_t>(cols) * es);
+      v.data = buf.data();
     }
-    for (int64_t r = s.row0; r < s.row0 + rows; ++r) {
-      TensorView v;
-      v.dtype = whole.dtype;
-      v.shape = {1, cols};
-      v.data = whole.data + static_cast<size_t>(r * C + s.col0) * es;
-      v.nbytes = static_cast<size_t>(cols) * es;
-      views.push_back(v);
-    }
+    v.nbytes = static_cast<size_t>(rows * cols) * es;
+    views.push_back(v);
   }
   backend::DeviceTensor t = backend_.UploadWeight(views, shape);
-  Done(views);
+  for (const TensorView& v : views) {
+    read_bytes_ += static_cast<int64_t>(v.nbytes);
+    ++tensors_;
+  }
+  // The other ranks read other slices of the same tensors: the last one releases each.
+  for (const WeightSlice& s : parts) {
+    const TensorView whole = *store_.Find(s.name);
+    if (shared_)
+      shared_->Read(whole, s.readers);
+    else
+      ReleasePages(whole);
+  }
   return t;
 }
 

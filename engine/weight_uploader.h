@@ -9,7 +9,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -27,17 +29,39 @@ struct LoadReport {
 
 // A part of one checkpoint tensor: rows [row0, row0 + rows) of dimension 0 and, for 2-D
 // tensors, columns [col0, col0 + cols) (-1: to the end). A rank of a tensor-parallel group loads
-// its slices straight from the mmapped views (column slices as one view per row).
+// its row slices straight from the mmapped views; a column slice is gathered into a host copy
+// of just that slice first (one upload instead of one per row).
 struct WeightSlice {
   std::string name;
   Shape shape;  // the whole tensor's expected shape
   int64_t row0 = 0, rows = -1;
   int64_t col0 = 0, cols = -1;
+  int readers = 0;  // ranks reading (a slice of) this tensor (SharedPageRelease); 0: all
 };
+
+// The ranks of a parallel group read slices of the same mapped tensors: a tensor's source pages
+// are dropped once every one of `readers` uploaders has taken its slice, so the group's resident
+// memory stays near what the ranks converted, as with one uploader.
+class SharedPageRelease {
+ public:
+  explicit SharedPageRelease(int readers) : readers_(readers) {}
+  // One reader is done with `view`'s tensor; the last of `readers` (0: all) releases its pages.
+  void Read(const TensorView& view, int readers = 0);
+
+ private:
+  int readers_;
+  std::mutex mu_;
+  std::unordered_map<const uint8_t*, int> reads_;
+};
+
+// Drops the mapped source pages that lie wholly inside `view`.
+void ReleasePages(const TensorView& view);
 
 class WeightUploader {
  public:
-  WeightUploader(const WeightStore& store, backend::Backend& backend);
+  // shared: the group's release tracker when several uploaders read one store (sliced loads).
+  WeightUploader(const WeightStore& store, backend::Backend& backend,
+                 SharedPageRelease* shared = nullptr);
 
   // One tensor of exactly `shape`. Throws kNotFound when missing, kInvalidArgument on a
   // non-float dtype or another shape.
@@ -57,6 +81,7 @@ class WeightUploader {
 
   const WeightStore& store_;
   backend::Backend& backend_;
+  SharedPageRelease* shared_ = nullptr;
   int64_t total_bytes_ = 0;
   int64_t read_bytes_ = 0;
   int64_t tensors_ = 0;

@@ -65,9 +65,11 @@ void LoadShardedDecoderLayers(WeightUploader& w, const TextConfig& t,
       std::vector<WeightSlice> gu, dn;
       for (int64_t e = ex.first; e < ex.first + ex.count; ++e) {
         const std::string x = b + "experts." + std::to_string(e) + ".";
-        gu.push_back({x + "w1.weight", {I, H}, ei.first, ei.count});
-        gu.push_back({x + "w3.weight", {I, H}, ei.first, ei.count});
-        dn.push_back({x + "w2.weight", {H, I}, 0, -1, ei.first, ei.count});
+        // Expert-parallel: the world / ep ranks holding this expert read it.
+        const int readers = plan.world() / plan.expert_parallel;
+        gu.push_back({x + "w1.weight", {I, H}, ei.first, ei.count, 0, -1, readers});
+        gu.push_back({x + "w3.weight", {I, H}, ei.first, ei.count, 0, -1, readers});
+        dn.push_back({x + "w2.weight", {H, I}, 0, -1, ei.first, ei.count, readers});
       }
       L.experts_gate_up = w.LoadSlices(gu, {ex.count, 2 * ei.count, H});
       L.experts_down = w.LoadSlices(dn, {ex.count, H, ei.count});
@@ -125,11 +127,11 @@ void CheckM3Config(const ModelConfig& c) {
 
 M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
                                   backend::Backend& backend, LoadReport& report,
-                                  const parallel::ShardPlan* plan) {
+                                  const parallel::ShardPlan* plan, SharedPageRelease* shared) {
   CheckM3Config(config);
   const TextConfig& t = config.text;
   const VisionConfig& v = config.vision;
-  WeightUploader w(store, backend);
+  WeightUploader w(store, backend, shared);
   M3ModelWeights m;
   const int64_t H = t.hidden_size, D = t.head_dim;
   const int64_t Hq = t.num_attention_heads, Hkv = t.num_key_value_heads;

@@ -59,9 +59,11 @@ void CheckM3Config(const ModelConfig& config);
 
 // Loads and shape-checks every tensor onto `backend`; fills `report`. With a plan of several
 // ranks, the decoder layers are this rank's slices (parallel/shard_plan.h); the embeddings, LM
-// head, norms, routers and the vision tower are whole on every rank.
+// head, norms, routers and the vision tower are whole on every rank; `shared` (the group's)
+// drops each source tensor's pages once every rank has read it.
 M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
                                   backend::Backend& backend, LoadReport& report,
-                                  const parallel::ShardPlan* plan = nullptr);
+                                  const parallel::ShardPlan* plan = nullptr,
+                                  SharedPageRelease* shared = nullptr);
 
 }  // namespace m3::engine::minimax_m3

@@ -27,10 +27,11 @@ class M3Runner : public ModelRunner {
   // plan / comm: this runner is one rank of a parallel group (null: the whole model).
   M3Runner(ModelConfig config, std::unique_ptr<backend::Backend> be, const WeightStore& store,
            const RunnerOptions& options, const parallel::ShardPlan* plan = nullptr,
-           std::unique_ptr<parallel::Communicator> comm = nullptr)
+           std::unique_ptr<parallel::Communicator> comm = nullptr,
+           SharedPageRelease* shared_pages = nullptr)
       : config_(std::move(config)), backend_(std::move(be)), comm_(std::move(comm)) {
     LoadReport report;
-    weights_ = LoadM3ModelWeights(store, config_, *backend_, report, plan);
+    weights_ = LoadM3ModelWeights(store, config_, *backend_, report, plan, shared_pages);
     DecoderStepLimits limits;
     limits.max_num_seqs = options.max_num_seqs;
     limits.max_batched_tokens = options.max_batched_tokens;
@@ -201,6 +202,7 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
     }
   }
   const WeightStore store = WeightStore::OpenDirectory(model_dir);
+  SharedPageRelease shared_pages(world);
   return parallel::MakeParallelRunner(world, [&](int r) -> std::unique_ptr<ModelRunner> {
     const std::string& device = devices[static_cast<size_t>(r)];
     std::unique_ptr<backend::Backend> be;
@@ -216,7 +218,8 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
     else
       comm = gpu_group->Bind(r, *be);
     return std::make_unique<M3Runner>(config, std::move(be), store, options,
-                                      &plans[static_cast<size_t>(r)], std::move(comm));
+                                      &plans[static_cast<size_t>(r)], std::move(comm),
+                                      &shared_pages);
   });
 }
 
