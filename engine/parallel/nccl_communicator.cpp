@@ -53,6 +53,14 @@ void CheckCuda(cudaError_t e, const std::string& what) {
   Require(e == cudaSuccess, ErrorCode::kUnavailable, "CUDA " + what + ": " + cudaGetErrorString(e));
 }
 
+// The rank's thread normally has its GPU current already (its backend bound it); switching
+// only when not keeps the call out of recorded graphs' way.
+void UseDevice(int device) {
+  int current = -1;
+  CheckCuda(cudaGetDevice(&current), "cudaGetDevice");
+  if (current != device) CheckCuda(cudaSetDevice(device), "cudaSetDevice");
+}
+
 class NcclCommunicator : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, int rank, int size, int device, backend::Backend& be)
@@ -73,7 +81,7 @@ class NcclCommunicator : public Communicator {
     Require(t.dtype == DType::kF32 || t.dtype == DType::kBF16, ErrorCode::kInternal,
             "AllReduceSum: float32 or bfloat16 tensors only");
     void* p = t.data<void>();
-    CheckCuda(cudaSetDevice(device_), "cudaSetDevice");
+    UseDevice(device_);
     Check(Nccl().AllReduce(p, p, static_cast<size_t>(t.numel()),
                            t.dtype == DType::kF32 ? ncclFloat32 : ncclBfloat16, ncclSum, comm_,
                            stream_),
@@ -83,7 +91,7 @@ class NcclCommunicator : public Communicator {
   void AllGatherRows(const backend::DeviceTensor& in, const backend::DeviceTensor& out) override {
     Require(out.dtype == in.dtype && out.numel() == in.numel() * size_, ErrorCode::kInternal,
             "AllGatherRows: out must hold every rank's input");
-    CheckCuda(cudaSetDevice(device_), "cudaSetDevice");
+    UseDevice(device_);
     Check(Nccl().AllGather(in.data<void>(), out.data<void>(), in.bytes(), ncclInt8, comm_, stream_),
           "AllGather");
   }
