@@ -399,7 +399,9 @@ void M3DecoderGraph::KeepLocalExperts(const DeviceTensor& ids, const DeviceTenso
     if (e >= 0 && e < count) {
       host_ids_[i] = static_cast<int32_t>(e);
     } else {
-      host_ids_[i] = 0;
+      // A zero-weight pick adds exactly 0; spread over the local experts so none of them
+      // takes every remote pick (grouped GEMMs stay balanced).
+      host_ids_[i] = static_cast<int32_t>(host_ids_[i] % count);
       host_weights_[i] = 0.0f;
     }
   }

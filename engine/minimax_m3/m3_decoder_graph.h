@@ -73,8 +73,9 @@ class M3DecoderGraph {
   // `rows` rows, `seqs` sequences, block tables `width` pages wide and `logit_rows` logits rows.
   size_t StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t width, int64_t logit_rows) const;
 
-  // Routed expert picks outside this rank's experts get weight 0 (on expert 0 of the rank), so
-  // the AllReduce adds each pick exactly once.
+  // Routed expert picks outside this rank's experts get weight 0 (on one of the rank's), so
+  // the AllReduce adds each pick exactly once. (Every rank still runs k picks per token: a
+  // kernel skipping remote picks, or an all-to-all dispatch, is what makes EP save compute.)
   void KeepLocalExperts(const DeviceTensor& ids, const DeviceTensor& weights);
   bool lm_head_here() const { return !comm_ || comm_->rank() == 0; }
 
