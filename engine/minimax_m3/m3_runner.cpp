@@ -203,7 +203,14 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
   }
   const WeightStore store = WeightStore::OpenDirectory(model_dir);
   SharedPageRelease shared_pages(world);
-  return parallel::MakeParallelRunner(world, [&](int r) -> std::unique_ptr<ModelRunner> {
+  // A CPU rank failing mid-step releases the others from the collectives they wait in. (GPU
+  // ranks: NCCL's own timeouts; ncclCommAbort is not wired yet.)
+  parallel::GroupFailureHooks hooks;
+  if (cpu_group) {
+    hooks.abort = [cpu_group](int) { cpu_group->Abort(); };
+    hooks.reset = [cpu_group] { cpu_group->Reset(); };
+  }
+  auto make = [&](int r) -> std::unique_ptr<ModelRunner> {
     const std::string& device = devices[static_cast<size_t>(r)];
     std::unique_ptr<backend::Backend> be;
     try {
@@ -220,7 +227,8 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
     return std::make_unique<M3Runner>(config, std::move(be), store, options,
                                       &plans[static_cast<size_t>(r)], std::move(comm),
                                       &shared_pages);
-  });
+  };
+  return parallel::MakeParallelRunner(world, make, hooks);
 }
 
 }  // namespace

@@ -10,8 +10,38 @@
 namespace m3::engine::parallel {
 
 InProcessGroup::InProcessGroup(int size)
-    : size_(size), barrier_(size), posted_(static_cast<size_t>(size), nullptr) {
+    : size_(size), posted_(static_cast<size_t>(size), nullptr) {
   Require(size >= 1, ErrorCode::kInvalidArgument, "communicator group size must be >= 1");
+}
+
+void InProcessGroup::Abort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborted_ = true;
+  cv_.notify_all();
+}
+
+void InProcessGroup::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborted_ = false;
+  arrived_ = 0;
+  ++generation_;
+}
+
+void InProcessGroup::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto fail = [] {
+    throw Error(ErrorCode::kInternal, "collective aborted: another rank of the group failed");
+  };
+  if (aborted_) fail();
+  const uint64_t generation = generation_;
+  if (++arrived_ == size_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] { return generation_ != generation || aborted_; });
+  if (generation_ == generation) fail();
 }
 
 InProcessCommunicator::InProcessCommunicator(std::shared_ptr<InProcessGroup> group, int rank)
@@ -21,17 +51,17 @@ InProcessCommunicator::InProcessCommunicator(std::shared_ptr<InProcessGroup> gro
 }
 
 void InProcessCommunicator::Barrier() {
-  group_->barrier_.arrive_and_wait();
+  group_->Wait();
 }
 
 void InProcessCommunicator::Post(const backend::DeviceTensor& t) {
   group_->posted_[static_cast<size_t>(rank_)] = &t;
-  group_->barrier_.arrive_and_wait();
+  group_->Wait();
   // Every rank checks every tensor, so a mismatch throws on all of them (no rank is left
   // waiting at the next barrier).
   for (const backend::DeviceTensor* o : group_->posted_) {
     if (o->dtype != t.dtype || o->numel() != t.numel()) {
-      group_->barrier_.arrive_and_wait();
+      group_->Wait();
       throw Error(ErrorCode::kInternal, "collective: ranks passed tensors of different shapes");
     }
   }
@@ -61,7 +91,7 @@ void InProcessCommunicator::AllReduceSum(const backend::DeviceTensor& t) {
       for (int r = 0; r < n; ++r) posted[static_cast<size_t>(r)]->data<uint16_t>()[i] = v;
     }
   }
-  group_->barrier_.arrive_and_wait();
+  group_->Wait();
 }
 
 void InProcessCommunicator::AllGatherRows(const backend::DeviceTensor& in,
@@ -74,7 +104,7 @@ void InProcessCommunicator::AllGatherRows(const backend::DeviceTensor& in,
   for (int r = 0; r < n; ++r)
     std::memcpy(out.data<uint8_t>() + in.bytes() * static_cast<size_t>(r),
                 group_->posted_[static_cast<size_t>(r)]->data<uint8_t>(), in.bytes());
-  group_->barrier_.arrive_and_wait();
+  group_->Wait();
 }
 
 }  // namespace m3::engine::parallel

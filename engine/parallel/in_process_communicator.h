@@ -1,12 +1,15 @@
 // InProcessCommunicator: collectives among ranks that are threads of one process on the CPU
-// backend (their tensors are host memory). Ranks meet at a shared rendezvous (a std::barrier):
+// backend (their tensors are host memory). Ranks meet at a shared rendezvous (a barrier):
 // each publishes its tensor's address, every rank then reduces its own slice of the elements
 // over all ranks in rank order (so the sum is the same whatever the threads' timing) and writes
-// it into every rank's tensor, and a second barrier ends the collective.
+// it into every rank's tensor, and a second barrier ends the collective. A rank that fails
+// outside a collective aborts the group (Abort), so the others fail too instead of waiting.
 #pragma once
 
-#include <barrier>
+#include <condition_variable>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "engine/parallel/communicator.h"
@@ -18,11 +21,23 @@ class InProcessGroup {
  public:
   explicit InProcessGroup(int size);
   int size() const { return size_; }
+  // Wakes every rank waiting in a collective, and every later collective, with kInternal: a
+  // rank failed and will not arrive.
+  void Abort();
+  // Clears an abort; only while no rank is inside a collective (all have left the failed call).
+  void Reset();
 
  private:
   friend class InProcessCommunicator;
+  // Waits until all ranks have arrived; throws kInternal once the group is aborted.
+  void Wait();
+
   int size_;
-  std::barrier<> barrier_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
   std::vector<const backend::DeviceTensor*> posted_;  // each rank's tensor during a collective
 };
 

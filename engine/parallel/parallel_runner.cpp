@@ -27,8 +27,9 @@ class RankedEncoderOutput : public EncoderOutput {
 
 class ParallelRunner : public ModelRunner {
  public:
-  ParallelRunner(int ranks, const RankRunnerFactory& make)
+  ParallelRunner(int ranks, const RankRunnerFactory& make, const GroupFailureHooks& hooks)
       : threads_(ranks), ranks_(static_cast<size_t>(ranks)) {
+    threads_.SetOnError(hooks.abort, hooks.reset);
     threads_.Run([&](int r) { ranks_[static_cast<size_t>(r)] = make(r); });
     info_ = ranks_.front()->info();
   }
@@ -123,9 +124,10 @@ class ParallelRunner : public ModelRunner {
 
 }  // namespace
 
-std::unique_ptr<ModelRunner> MakeParallelRunner(int ranks, const RankRunnerFactory& make) {
+std::unique_ptr<ModelRunner> MakeParallelRunner(int ranks, const RankRunnerFactory& make,
+                                                const GroupFailureHooks& hooks) {
   Require(ranks >= 1, ErrorCode::kInvalidArgument, "a parallel runner needs at least one rank");
-  return std::make_unique<ParallelRunner>(ranks, make);
+  return std::make_unique<ParallelRunner>(ranks, make, hooks);
 }
 
 }  // namespace m3::engine::parallel

@@ -17,6 +17,14 @@ namespace m3::engine::parallel {
 // Builds rank `rank`'s runner; called on that rank's thread.
 using RankRunnerFactory = std::function<std::unique_ptr<ModelRunner>(int rank)>;
 
-std::unique_ptr<ModelRunner> MakeParallelRunner(int ranks, const RankRunnerFactory& make);
+// How a failed rank releases the others (see RankThreads::SetOnError): abort the group's
+// collectives, then reset them once every rank has returned. Empty: no hooks.
+struct GroupFailureHooks {
+  std::function<void(int)> abort;
+  std::function<void()> reset;
+};
+
+std::unique_ptr<ModelRunner> MakeParallelRunner(int ranks, const RankRunnerFactory& make,
+                                                const GroupFailureHooks& hooks = {});
 
 }  // namespace m3::engine::parallel

@@ -3,7 +3,7 @@
 
 namespace m3::engine::parallel {
 
-RankThreads::RankThreads(int ranks) : errors_(static_cast<size_t>(ranks)) {
+RankThreads::RankThreads(int ranks) {
   for (int r = 0; r < ranks; ++r) threads_.emplace_back([this, r] { Loop(r); });
 }
 
@@ -20,13 +20,16 @@ void RankThreads::Run(const std::function<void(int)>& job) {
   std::unique_lock<std::mutex> lock(mu_);
   job_ = &job;
   pending_ = size();
-  for (auto& e : errors_) e = nullptr;
+  first_error_ = nullptr;
   ++generation_;
   start_cv_.notify_all();
   done_cv_.wait(lock, [this] { return pending_ == 0; });
   job_ = nullptr;
-  for (auto& e : errors_)
-    if (e) std::rethrow_exception(e);
+  if (first_error_) {
+    // Every rank has left the job: nothing waits in a collective, so the group may be reset.
+    if (after_error_) after_error_();
+    std::rethrow_exception(first_error_);
+  }
 }
 
 void RankThreads::Loop(int rank) {
@@ -46,8 +49,20 @@ void RankThreads::Loop(int rank) {
     } catch (...) {
       error = std::current_exception();
     }
+    if (error) {
+      {
+        // The first failure is the cause; the others' are usually the abort it sets off.
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!first_error_) first_error_ = error;
+      }
+      if (on_error_) {
+        try {
+          on_error_(rank);
+        } catch (...) {
+        }
+      }
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    errors_[static_cast<size_t>(rank)] = error;
     if (--pending_ == 0) done_cv_.notify_all();
   }
 }

@@ -20,8 +20,15 @@ class RankThreads {
   RankThreads& operator=(const RankThreads&) = delete;
 
   int size() const { return static_cast<int>(threads_.size()); }
-  // Runs job(rank) on every rank's thread; rethrows the lowest rank's exception, if any.
+  // Runs job(rank) on every rank's thread; rethrows the first exception thrown, if any.
   void Run(const std::function<void(int)>& job);
+  // on_error: called on a rank's thread when its job throws, before the others finish; it
+  // must make them stop waiting for that rank (abort the group's collectives). after_error:
+  // called once every rank has left the failed job (reset the group for the next call).
+  void SetOnError(std::function<void(int)> on_error, std::function<void()> after_error) {
+    on_error_ = std::move(on_error);
+    after_error_ = std::move(after_error);
+  }
 
  private:
   void Loop(int rank);
@@ -33,7 +40,9 @@ class RankThreads {
   unsigned long generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;
-  std::vector<std::exception_ptr> errors_;
+  std::exception_ptr first_error_;
+  std::function<void(int)> on_error_;
+  std::function<void()> after_error_;
 };
 
 }  // namespace m3::engine::parallel

@@ -23,20 +23,26 @@ constexpr ParityTolerance kBf16{5e-2, 1e-1};
 TEST_CASE("2 GPUs: demo model, tp 2 / ep 2 / tp 2 + ep 2 equal one GPU") {
   std::vector<engine::ModelInputs> prompts;
   for (const DemoPrompt& p : DemoPrompts()) prompts.push_back(p.inputs);
+  EngineExercise exercised;
   for (Parallel p : {Parallel{2, 1}, Parallel{1, 2}, Parallel{2, 2}}) {
     CheckRunnerParity("demo-model", "cuda", prompts.back(), p, kBf16);
-    CheckEngineParity("demo-model", "cuda", prompts, p, kBf16);
+    exercised += CheckEngineParity("demo-model", "cuda", prompts, p, kBf16);
   }
+  CHECK(exercised.preemptions > 0);
+  CHECK(exercised.prefix_hit_tokens > 0);
 }
 
 TEST_CASE("2 GPUs: goldens (m3-tiny tp 2 / ep 2 / both, m3-alt ep 2) equal one GPU") {
   const GoldenSet& tiny = Golden("m3-tiny");
   const std::vector<engine::ModelInputs> tiny_prompts = {
       tiny.Inputs("text"), tiny.Inputs("image"), tiny.Inputs("image2"), tiny.Inputs("video")};
+  EngineExercise exercised;
   for (Parallel p : {Parallel{2, 1}, Parallel{1, 2}, Parallel{2, 2}}) {
     CheckRunnerParity("m3-tiny", "cuda", tiny.Inputs("image"), p, kBf16);
-    CheckEngineParity("m3-tiny", "cuda", tiny_prompts, p, kBf16);
+    exercised += CheckEngineParity("m3-tiny", "cuda", tiny_prompts, p, kBf16);
   }
+  CHECK(exercised.preemptions > 0);
+  CHECK(exercised.prefix_hit_tokens > 0);
   const GoldenSet& alt = Golden("m3-alt");
   CheckRunnerParity("m3-alt", "cuda", alt.Inputs("image"), {1, 2}, kBf16);
   CheckEngineParity(

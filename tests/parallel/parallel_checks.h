@@ -6,6 +6,7 @@
 // prefill, preemption, prefix-cache hits).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,23 @@ struct ParityTolerance {
   double logprob_abs = 1e-4;    // chosen tokens' logprobs through the engine
 };
 
+// What an engine check exercised (whether preemption and prefix hits happen in one run
+// depends on timing, so callers check them summed over several runs).
+struct EngineExercise {
+  int64_t preemptions = 0;
+  int64_t prefix_hit_tokens = 0;
+  EngineExercise& operator+=(const EngineExercise& o) {
+    preemptions += o.preemptions;
+    prefix_hit_tokens += o.prefix_hit_tokens;
+    return *this;
+  }
+};
+
 // `set` a directory under tests/data holding model/; `device` "cpu" or "cuda".
 void CheckRunnerParity(const std::string& set, const std::string& device,
                        const engine::ModelInputs& prompt, Parallel p, const ParityTolerance& tol);
-void CheckEngineParity(const std::string& set, const std::string& device,
-                       const std::vector<engine::ModelInputs>& prompts, Parallel p,
-                       const ParityTolerance& tol);
+EngineExercise CheckEngineParity(const std::string& set, const std::string& device,
+                                 const std::vector<engine::ModelInputs>& prompts, Parallel p,
+                                 const ParityTolerance& tol);
 
 }  // namespace m3::test
