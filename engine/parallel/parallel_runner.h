@@ -1,7 +1,10 @@
 // ParallelRunner: a ModelRunner over the ranks of a tensor- / expert-parallel group, each rank
 // a runner of its own (its backend, its weight slices, its KV heads, its communicator) on its
 // own thread. Every call runs on all ranks in lock step; the ranks hold the same pages (one
-// block table serves all), rank 0's logits / samples are the answer. Media are encoded on every
+// block table serves all), rank 0's logits / samples are the answer. Threads rather than a
+// process per GPU: the scheduler, caches, engine loop and gRPC server stay exactly as for one
+// device (one loop hands every rank the same ForwardBatch by reference, no batch IPC), sampled
+// tokens need no broadcast, and NCCL runs as well from threads. Media are encoded on every
 // rank (the vision tower is replicated): the ranks encode at once on their own devices, so this
 // costs no time over rank 0 encoding alone and needs no broadcast of the features.
 #pragma once
