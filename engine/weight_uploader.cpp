@@ -1,9 +1,6 @@
-// WeightUploader: checks, conversion through Backend::UploadWeight, madvise to drop the source
-// pages, progress lines.
+// WeightUploader: checks, conversion through Backend::UploadWeight, releasing the source
+// pages (source_pages.h), progress lines.
 #include "engine/weight_uploader.h"
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -26,23 +23,6 @@ int64_t PeakResidentBytes() {
     }
   }
   return 0;
-}
-
-void ReleasePages(const TensorView& v) {
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  // Only whole pages inside this tensor, so neighbours still to be read stay mapped.
-  const uintptr_t b = (reinterpret_cast<uintptr_t>(v.data) + page - 1) / page * page;
-  const uintptr_t e = (reinterpret_cast<uintptr_t>(v.data) + v.nbytes) / page * page;
-  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
-}
-
-void SharedPageRelease::Read(const TensorView& view, int readers) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (++reads_[view.data] < (readers > 0 ? readers : readers_)) return;
-    reads_.erase(view.data);
-  }
-  ReleasePages(view);
 }
 
 WeightUploader::WeightUploader(const WeightStore& store, backend::Backend& backend,

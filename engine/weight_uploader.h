@@ -9,12 +9,11 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/source_pages.h"
 #include "shared/safetensors.h"
 
 namespace m3::engine {
@@ -38,24 +37,6 @@ struct WeightSlice {
   int64_t col0 = 0, cols = -1;
   int readers = 0;  // ranks reading (a slice of) this tensor (SharedPageRelease); 0: all
 };
-
-// The ranks of a parallel group read slices of the same mapped tensors: a tensor's source pages
-// are dropped once every one of `readers` uploaders has taken its slice, so the group's resident
-// memory stays near what the ranks converted, as with one uploader.
-class SharedPageRelease {
- public:
-  explicit SharedPageRelease(int readers) : readers_(readers) {}
-  // One reader is done with `view`'s tensor; the last of `readers` (0: all) releases its pages.
-  void Read(const TensorView& view, int readers = 0);
-
- private:
-  int readers_;
-  std::mutex mu_;
-  std::unordered_map<const uint8_t*, int> reads_;
-};
-
-// Drops the mapped source pages that lie wholly inside `view`.
-void ReleasePages(const TensorView& view);
 
 class WeightUploader {
  public:
