@@ -128,6 +128,10 @@ size_t M3DecoderGraph::StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t wi
   add(logit_rows * 4);
   add(logit_rows * H * act);
   add(logit_rows * t.vocab_size * 4);
+  if (plan_.vocab_gather) {  // this rank's logits columns, the gathered blocks
+    add(logit_rows * plan_.vocab.count * 4);
+    add(logit_rows * t.vocab_size * 4);
+  }
   // Device sampling (Backend::SampleRows): a float32 copy of the logits, each row's token
   // history (tokens and counts, at most the vocabulary), its parameters, masks and results.
   add(logit_rows * t.vocab_size * 4);
@@ -237,7 +241,7 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
       return Forward(meta, ids, {}, nullptr, CaptureRequest{});
     };
     const LogitsSink none = [](const DeviceTensor&) {};
-    if (graphs_->Run(b, cos, sin, forward, lm_head_here() ? take : none)) return;
+    if (graphs_->Run(b, cos, sin, forward, takes_logits() ? take : none)) return;
   }
 
   be.BeginStep();
@@ -251,7 +255,7 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
   const DeviceTensor out = Forward(meta, ids, b.media, &b.logits_rows, capture);
   // Device sampling's buffers come from the workspace too, after the step's (it is sized for
   // them: StepWorkspaceBytes).
-  if (n > 0 && lm_head_here()) take(out);
+  if (n > 0 && takes_logits()) take(out);
 }
 
 DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const DeviceTensor& ids,
@@ -382,7 +386,14 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
     be.GatherRows(x, index, picked);
   }
   DeviceTensor out = be.Alloc(DType::kF32, {n, V});  // float32 logits on every backend
-  if (n > 0 && lm_head_here()) be.Linear(picked, w_.lm_head, nullptr, out);
+  if (n > 0 && plan_.vocab_gather) {
+    DeviceTensor part = be.Alloc(DType::kF32, {n, plan_.vocab.count});
+    DeviceTensor scratch = be.Alloc(DType::kF32, {n * V});
+    be.Linear(picked, w_.lm_head, nullptr, part);
+    comm_->AllGatherColumns(part, out, scratch);
+  } else if (n > 0 && takes_logits()) {
+    be.Linear(picked, w_.lm_head, nullptr, out);
+  }
   return out;
 }
 

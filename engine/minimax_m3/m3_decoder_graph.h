@@ -37,7 +37,9 @@ class M3DecoderGraph {
   // With a plan of several ranks and their communicator, this graph is one rank's: weights are
   // its slices (LoadM3ModelWeights with the plan), its KV cache holds its KV heads, the row-
   // parallel outputs (o_proj where attention is split, every MLP / MoE layer) are summed by an
-  // AllReduce, and only rank 0 computes the LM head (the others' logits sink is never called).
+  // AllReduce, the LM head is the rank's vocabulary rows with the logits gathered (or, where
+  // the ranks do not divide the vocabulary, rank 0's alone), and only rank 0's logits sink is
+  // called.
   // Null plan / communicator: a single rank, no collectives.
   M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights,
                  backend::Backend& backend, const DecoderStepLimits& limits = {},
@@ -77,7 +79,7 @@ class M3DecoderGraph {
   // the AllReduce adds each pick exactly once. (Every rank still runs k picks per token: a
   // kernel skipping remote picks, or an all-to-all dispatch, is what makes EP save compute.)
   void KeepLocalExperts(const DeviceTensor& ids, const DeviceTensor& weights);
-  bool lm_head_here() const { return !comm_ || comm_->rank() == 0; }
+  bool takes_logits() const { return !comm_ || comm_->rank() == 0; }
 
   const ModelConfig& config_;
   const M3ModelWeights& w_;

@@ -137,7 +137,12 @@ M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& c
   const int64_t Hq = t.num_attention_heads, Hkv = t.num_key_value_heads;
   const std::string lm = "language_model.";
   m.embed_tokens = w.Load(lm + "model.embed_tokens.weight", {t.vocab_size, H});
-  m.lm_head = w.Load(lm + "lm_head.weight", {t.vocab_size, H});
+  if (plan && plan->vocab_gather)
+    m.lm_head = w.LoadSlices(
+        {{lm + "lm_head.weight", {t.vocab_size, H}, plan->vocab.first, plan->vocab.count}},
+        {plan->vocab.count, H});
+  else
+    m.lm_head = w.Load(lm + "lm_head.weight", {t.vocab_size, H});
   m.final_norm = w.Load(lm + "model.norm.weight", {H});
   if (plan && !plan->single()) {
     LoadShardedDecoderLayers(w, t, *plan, m);

@@ -43,7 +43,7 @@ struct M3VisionLayerWeights {
 
 struct M3ModelWeights {
   DeviceTensor embed_tokens;  // [vocab, hidden]
-  DeviceTensor lm_head;       // [vocab, hidden]
+  DeviceTensor lm_head;       // [vocab, hidden] (a vocab-split rank: its rows)
   DeviceTensor final_norm;    // [hidden]
   std::vector<M3DecoderLayerWeights> layers;
 

@@ -17,6 +17,11 @@ class Communicator {
   virtual void AllReduceSum(const backend::DeviceTensor& t) = 0;
   // out [size * in.rows, ...] = every rank's `in` stacked in rank order along dimension 0.
   virtual void AllGatherRows(const backend::DeviceTensor& in, const backend::DeviceTensor& out) = 0;
+  // out [rows, size * cols] = every rank's `in` [rows, cols] side by side in rank order (a
+  // vocab-split LM head's logits). scratch: size * in.numel() elements of in's dtype, for
+  // implementations that gather rows first and re-lay them out.
+  virtual void AllGatherColumns(const backend::DeviceTensor& in, const backend::DeviceTensor& out,
+                                const backend::DeviceTensor& scratch) = 0;
   virtual void Barrier() = 0;
 };
 

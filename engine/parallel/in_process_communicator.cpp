@@ -107,4 +107,23 @@ void InProcessCommunicator::AllGatherRows(const backend::DeviceTensor& in,
   group_->Wait();
 }
 
+void InProcessCommunicator::AllGatherColumns(const backend::DeviceTensor& in,
+                                             const backend::DeviceTensor& out,
+                                             const backend::DeviceTensor& /*scratch*/) {
+  const int n = size();
+  const int64_t rows = in.rows();
+  Require(out.dtype == in.dtype && out.rows() == rows && out.numel() == in.numel() * n,
+          ErrorCode::kInternal, "AllGatherColumns: out must be [rows, size * cols]");
+  Post(in);
+  // Each rank copies every rank's columns straight into its own output rows.
+  const size_t piece = rows > 0 ? in.bytes() / static_cast<size_t>(rows) : 0;
+  for (int r = 0; r < n; ++r) {
+    const uint8_t* src = group_->posted_[static_cast<size_t>(r)]->data<uint8_t>();
+    for (int64_t i = 0; i < rows; ++i)
+      std::memcpy(out.data<uint8_t>() + (static_cast<size_t>(i) * n + r) * piece,
+                  src + static_cast<size_t>(i) * piece, piece);
+  }
+  group_->Wait();
+}
+
 }  // namespace m3::engine::parallel

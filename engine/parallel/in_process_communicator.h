@@ -48,6 +48,8 @@ class InProcessCommunicator : public Communicator {
   int size() const override { return group_->size(); }
   void AllReduceSum(const backend::DeviceTensor& t) override;
   void AllGatherRows(const backend::DeviceTensor& in, const backend::DeviceTensor& out) override;
+  void AllGatherColumns(const backend::DeviceTensor& in, const backend::DeviceTensor& out,
+                        const backend::DeviceTensor& scratch) override;
   void Barrier() override;
 
  private:

@@ -96,6 +96,28 @@ class NcclCommunicator : public Communicator {
           "AllGather");
   }
 
+  // ncclAllGather stacks the ranks' [rows, cols] blocks in scratch; one 2-D copy per rank
+  // moves each block into its columns of out (stream-ordered, so graphs can record it).
+  void AllGatherColumns(const backend::DeviceTensor& in, const backend::DeviceTensor& out,
+                        const backend::DeviceTensor& scratch) override {
+    const int64_t rows = in.rows();
+    Require(out.dtype == in.dtype && out.rows() == rows && out.numel() == in.numel() * size_ &&
+                scratch.numel() >= in.numel() * size_,
+            ErrorCode::kInternal, "AllGatherColumns: out [rows, size * cols] and scratch");
+    UseDevice(device_);
+    Check(Nccl().AllGather(in.data<void>(), scratch.data<void>(), in.bytes(), ncclInt8, comm_,
+                           stream_),
+          "AllGather");
+    const size_t piece = rows > 0 ? in.bytes() / static_cast<size_t>(rows) : 0;
+    for (int r = 0; r < size_; ++r)
+      CheckCuda(
+          cudaMemcpy2DAsync(out.data<uint8_t>() + piece * static_cast<size_t>(r),
+                            piece * static_cast<size_t>(size_),
+                            scratch.data<uint8_t>() + in.bytes() * static_cast<size_t>(r), piece,
+                            piece, static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_),
+          "gathered logits copy");
+  }
+
   void Barrier() override {
     AllReduceSum(barrier_);
     CheckCuda(cudaStreamSynchronize(stream_), "stream synchronize");

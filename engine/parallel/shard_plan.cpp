@@ -86,6 +86,12 @@ ShardPlan MakeShardPlan(const TextConfig& t, int tp, int ep, int rank) {
     p.experts = {0, t.num_local_experts};
     p.expert_inter = Split(t.intermediate_size, world, rank);
   }
+  if (world > 1 && t.vocab_size % world == 0) {
+    p.vocab = Split(t.vocab_size, world, rank);
+    p.vocab_gather = true;
+  } else {
+    p.vocab = {0, t.vocab_size};
+  }
   p.attention_reduce = tp > 1;
   p.mlp_reduce = world > 1;
   return p;

@@ -4,8 +4,10 @@
 // dense MLP and the shared expert are split by their intermediate over all ranks (column- then
 // row-parallel, summed by an AllReduce); the routed experts are split by expert over the ep
 // ranks, or by their intermediate when ep = 1. The group has max(tp, ep) ranks, and tp and ep
-// are each 1 or that size, so every rank takes part in every collective (no sub-groups).
-// Embeddings, norms, the router, the LM head and the vision tower are replicated.
+// are each 1 or that size, so every rank takes part in every collective (no sub-groups). The
+// LM head is split by vocabulary over all ranks (logits gathered by columns) when the ranks
+// divide the vocabulary, else replicated. Embeddings, norms, the router and the vision tower
+// are replicated.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +33,10 @@ struct ShardPlan {
   ShardRange shared_inter;        // shared expert intermediate channels
   ShardRange experts;             // routed experts this rank computes
   ShardRange expert_inter;        // intermediate channels of each of its experts
+  ShardRange vocab;               // LM head rows (vocabulary entries) whose logits it computes
   bool attention_reduce = false;  // o_proj is row-parallel: its output needs an AllReduce
   bool mlp_reduce = false;        // the MLP / MoE output needs an AllReduce
+  bool vocab_gather = false;      // the LM head is vocab-split: logits need an AllGather
 
   int world() const {
     return tensor_parallel > expert_parallel ? tensor_parallel : expert_parallel;

@@ -123,6 +123,14 @@ TEST_CASE("parallel configs the model cannot take are refused by name") {
   CHECK(r3.experts.first == 6);
   CHECK(r3.experts.count == 2);
   CHECK(r3.expert_inter.count == c.text.intermediate_size);
+  CHECK(r3.vocab_gather);  // 4 ranks divide m3-tiny's 512 entries
+  CHECK(r3.vocab.first == 384);
+  CHECK(r3.vocab.count == 128);
+  // The demo model's 439 entries are not divisible by 2: its LM head stays whole.
+  const ModelConfig demo = LoadModelConfig(DataPath("demo-model/model"));
+  const engine::parallel::ShardPlan d1 = engine::parallel::MakeShardPlan(demo.text, 2, 2, 1);
+  CHECK(!d1.vocab_gather);
+  CHECK(d1.vocab.count == demo.text.vocab_size);
   const engine::parallel::ShardPlan t1 = engine::parallel::MakeShardPlan(c.text, 2, 1, 1);
   CHECK(t1.experts.count == c.text.num_local_experts);
   CHECK(t1.expert_inter.first == c.text.intermediate_size / 2);
