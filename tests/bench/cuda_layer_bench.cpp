@@ -194,8 +194,9 @@ class TimedBackend : public Backend {
     return in_.UploadWeight(parts, std::move(shape));
   }
   void ReserveStepWorkspace(size_t bytes) override { in_.ReserveStepWorkspace(bytes); }
-  void BeginStep() override { in_.BeginStep(); }
+  void BeginStep(size_t from = 0) override { in_.BeginStep(from); }
   void EndStep() override { in_.EndStep(); }
+  size_t StepWorkspaceUsed() const override { return in_.StepWorkspaceUsed(); }
   std::unique_ptr<be::StepGraph> Record(const std::function<void()>& ops) override {
     return in_.Record(ops);
   }
