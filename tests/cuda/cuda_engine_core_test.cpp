@@ -15,6 +15,7 @@
 #include "engine/backend/make_backend.h"
 #include "engine/runtime/engine_core.h"
 #include "tests/cuda/demo_prompts.h"
+#include "tests/engine/golden_cases.h"
 #include "tests/test_util.h"
 
 namespace m3::test {
@@ -63,33 +64,13 @@ class Outputs {
   std::map<std::string, Done> got_;
 };
 
-std::vector<engine::MediaItem> Media(const std::optional<engine::VisionInput>& v, bool video) {
-  std::vector<engine::MediaItem> out;
-  if (!v) return out;
-  int64_t row = 0;
-  for (const auto& g : v->grids) {
-    engine::MediaItem m;
-    m.video = video;
-    m.grid_thw = g;
-    m.placeholder_tokens = g[0] * g[1] * g[2] / 4;
-    m.patch_dim = v->patch_dim;
-    const int64_t rows = g[0] * g[1] * g[2];
-    m.patches.assign(v->pixels.begin() + row * v->patch_dim,
-                     v->pixels.begin() + (row + rows) * v->patch_dim);
-    row += rows;
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
 std::vector<EngineRequest> Requests(const EngineCore& core) {
   std::vector<EngineRequest> out;
   for (const DemoPrompt& p : DemoPrompts()) {
     EngineRequest r;
     r.id = p.name;
     r.prompt.assign(p.inputs.input_ids.begin(), p.inputs.input_ids.end());
-    r.media = Media(p.inputs.images, false);
-    for (auto& m : Media(p.inputs.videos, true)) r.media.push_back(std::move(m));
+    r.media = MediaItems(p.inputs);
     r.sampling.temperature = 0;
     r.sampling.max_tokens = 16;
     r.sampling.return_logprobs = true;

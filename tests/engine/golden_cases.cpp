@@ -90,4 +90,33 @@ void RecordParity(const std::string& key, double rel_l2) {
   w = std::max(w, rel_l2);
 }
 
+namespace {
+
+void AppendMedia(const std::optional<engine::VisionInput>& v, bool video,
+                 std::vector<engine::MediaItem>& out) {
+  if (!v) return;
+  int64_t row = 0;
+  for (const auto& g : v->grids) {
+    engine::MediaItem m;
+    m.video = video;
+    m.grid_thw = g;
+    m.placeholder_tokens = g[0] * g[1] * g[2] / 4;
+    m.patch_dim = v->patch_dim;
+    const int64_t rows = g[0] * g[1] * g[2];
+    m.patches.assign(v->pixels.begin() + row * v->patch_dim,
+                     v->pixels.begin() + (row + rows) * v->patch_dim);
+    row += rows;
+    out.push_back(std::move(m));
+  }
+}
+
+}  // namespace
+
+std::vector<engine::MediaItem> MediaItems(const engine::ModelInputs& inputs) {
+  std::vector<engine::MediaItem> out;
+  AppendMedia(inputs.images, false, out);
+  AppendMedia(inputs.videos, true, out);
+  return out;
+}
+
 }  // namespace m3::test

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "engine/runtime/engine_request.h"
 #include "shared/safetensors.h"
 
 namespace m3::test {
@@ -27,6 +28,9 @@ struct GoldenSet {
 };
 
 const GoldenSet& Golden(const std::string& name);
+
+// A case's images then videos as an engine request's media items (patch rows per grid).
+std::vector<engine::MediaItem> MediaItems(const engine::ModelInputs& inputs);
 
 // Largest relative L2 errors seen per "set/case", printed at exit (the parity figures).
 void RecordParity(const std::string& key, double rel_l2);

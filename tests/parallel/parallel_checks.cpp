@@ -13,6 +13,7 @@
 
 #include "engine/runtime/engine_core.h"
 #include "kernels/cpu/sampling.h"
+#include "tests/engine/golden_cases.h"
 #include "tests/engine_server/engine_test_util.h"
 #include "tests/test_util.h"
 
@@ -104,32 +105,12 @@ Trace RunPrompt(engine::ModelRunner& r, const engine::ModelInputs& in, int decod
   return t;
 }
 
-std::vector<engine::MediaItem> Media(const std::optional<engine::VisionInput>& v, bool video) {
-  std::vector<engine::MediaItem> out;
-  if (!v) return out;
-  int64_t row = 0;
-  for (const auto& g : v->grids) {
-    engine::MediaItem m;
-    m.video = video;
-    m.grid_thw = g;
-    m.placeholder_tokens = g[0] * g[1] * g[2] / 4;
-    m.patch_dim = v->patch_dim;
-    const int64_t rows = g[0] * g[1] * g[2];
-    m.patches.assign(v->pixels.begin() + row * v->patch_dim,
-                     v->pixels.begin() + (row + rows) * v->patch_dim);
-    row += rows;
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
 engine::EngineRequest Request(const std::string& id, const engine::ModelInputs& in,
                               const engine::RunnerInfo& info) {
   engine::EngineRequest r;
   r.id = id;
   r.prompt.assign(in.input_ids.begin(), in.input_ids.end());
-  r.media = Media(in.images, false);
-  for (auto& m : Media(in.videos, true)) r.media.push_back(std::move(m));
+  r.media = MediaItems(in);
   r.sampling.temperature = 0;
   r.sampling.max_tokens = 8;
   r.sampling.return_logprobs = true;
