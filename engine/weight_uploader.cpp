@@ -59,6 +59,10 @@ void WeightUploader::Done(const std::vector<TensorView>& views) {
     else
       ReleasePages(v);
   }
+  ReportProgress();
+}
+
+void WeightUploader::ReportProgress() {
   // Progress only where a load takes noticeable time; the summary line always comes.
   constexpr int64_t kProgressFrom = int64_t{256} << 20;
   while (total_bytes_ >= kProgressFrom &&
@@ -131,6 +135,7 @@ backend::DeviceTensor WeightUploader::LoadSlices(const std::vector<WeightSlice>&
     else
       ReleasePages(whole);
   }
+  ReportProgress();
   return t;
 }
 

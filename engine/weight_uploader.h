@@ -59,6 +59,7 @@ class WeightUploader {
  private:
   TensorView Checked(const std::string& name, const Shape& shape) const;
   void Done(const std::vector<TensorView>& views);
+  void ReportProgress();  // every ~10% of the checkpoint read
 
   const WeightStore& store_;
   backend::Backend& backend_;

@@ -10,11 +10,11 @@ namespace m3::engine::minimax_m3 {
 
 namespace {
 
-// One rank's decoder layers (plan): the fused QKV of its query / KV / index heads (the one index
-// key head is replicated), o_proj's columns of its query heads, gate/up rows and down columns of
-// its intermediate slice, its experts (or every expert's intermediate slice).
-void LoadShardedDecoderLayers(WeightUploader& w, const TextConfig& t,
-                              const parallel::ShardPlan& plan, M3ModelWeights& m) {
+// The decoder layers of one rank (plan): the fused QKV of its query / KV / index heads (the one
+// index key head is replicated), o_proj's columns of its query heads, gate/up rows and down columns
+// of its intermediate slice, its experts (or every expert's intermediate slice).
+void LoadDecoderLayers(WeightUploader& w, const TextConfig& t, const parallel::ShardPlan& plan,
+                       M3ModelWeights& m) {
   const int64_t H = t.hidden_size, D = t.head_dim;
   const int64_t Hq = t.num_attention_heads, Hkv = t.num_key_value_heads;
   const int64_t Hi = t.index_n_heads, Di = t.index_head_dim;
@@ -133,8 +133,7 @@ M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& c
   const VisionConfig& v = config.vision;
   WeightUploader w(store, backend, shared);
   M3ModelWeights m;
-  const int64_t H = t.hidden_size, D = t.head_dim;
-  const int64_t Hq = t.num_attention_heads, Hkv = t.num_key_value_heads;
+  const int64_t H = t.hidden_size;
   const std::string lm = "language_model.";
   m.embed_tokens = w.Load(lm + "model.embed_tokens.weight", {t.vocab_size, H});
   if (plan && plan->vocab_gather)
@@ -144,64 +143,9 @@ M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& c
   else
     m.lm_head = w.Load(lm + "lm_head.weight", {t.vocab_size, H});
   m.final_norm = w.Load(lm + "model.norm.weight", {H});
-  if (plan && !plan->single()) {
-    LoadShardedDecoderLayers(w, t, *plan, m);
-  } else {
-    auto gate_up = [&](const std::string& gate, const std::string& up, int64_t inter) {
-      return w.LoadConcat({{gate, {inter, H}}, {up, {inter, H}}}, {2 * inter, H});
-    };
-    for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
-      const std::string p = lm + "model.layers." + std::to_string(i) + ".";
-      M3DecoderLayerWeights L;
-      L.sparse_attention = t.sparse_attention[i];
-      L.moe = t.moe_mlp[i];
-      L.input_norm = w.Load(p + "input_layernorm.weight", {H});
-      L.post_attention_norm = w.Load(p + "post_attention_layernorm.weight", {H});
-      const std::string a = p + "self_attn.";
-      std::vector<std::pair<std::string, Shape>> qkv = {{a + "q_proj.weight", {Hq * D, H}},
-                                                        {a + "k_proj.weight", {Hkv * D, H}},
-                                                        {a + "v_proj.weight", {Hkv * D, H}}};
-      int64_t rows = (Hq + 2 * Hkv) * D;
-      if (L.sparse_attention) {
-        const int64_t Hi = t.index_n_heads, Di = t.index_head_dim;
-        qkv.push_back({a + "index_q_proj.weight", {Hi * Di, H}});
-        qkv.push_back({a + "index_k_proj.weight", {Di, H}});
-        rows += (Hi + 1) * Di;
-      }
-      L.qkv_proj = w.LoadConcat(qkv, {rows, H});
-      L.o_proj = w.Load(a + "o_proj.weight", {H, Hq * D});
-      L.norms.q_norm = w.Load(a + "q_norm.weight", {D});
-      L.norms.k_norm = w.Load(a + "k_norm.weight", {D});
-      if (L.sparse_attention) {
-        L.norms.index_q_norm = w.Load(a + "index_q_norm.weight", {t.index_head_dim});
-        L.norms.index_k_norm = w.Load(a + "index_k_norm.weight", {t.index_head_dim});
-      }
-      const std::string b = p + "block_sparse_moe.";
-      if (L.moe) {
-        const int64_t E = t.num_local_experts, I = t.intermediate_size;
-        L.router = w.Load(b + "gate.weight", {E, H});
-        L.router_bias = w.Load(b + "e_score_correction_bias", {E});
-        std::vector<std::pair<std::string, Shape>> gu, down;
-        for (int64_t e = 0; e < E; ++e) {
-          const std::string x = b + "experts." + std::to_string(e) + ".";
-          gu.push_back({x + "w1.weight", {I, H}});
-          gu.push_back({x + "w3.weight", {I, H}});
-          down.push_back({x + "w2.weight", {H, I}});
-        }
-        L.experts_gate_up = w.LoadConcat(gu, {E, 2 * I, H});
-        L.experts_down = w.LoadConcat(down, {E, H, I});
-        const std::string s = b + "shared_experts.";
-        L.shared_gate_up =
-            gate_up(s + "gate_proj.weight", s + "up_proj.weight", t.shared_intermediate_size);
-        L.shared_down = w.Load(s + "down_proj.weight", {H, t.shared_intermediate_size});
-      } else {
-        L.mlp_gate_up =
-            gate_up(b + "gate_proj.weight", b + "up_proj.weight", t.dense_intermediate_size);
-        L.mlp_down = w.Load(b + "down_proj.weight", {H, t.dense_intermediate_size});
-      }
-      m.layers.push_back(std::move(L));
-    }
-  }
+  // One rank holds every head, expert and intermediate column: the same loads, whole ranges.
+  const parallel::ShardPlan whole = parallel::SingleRankPlan(t);
+  LoadDecoderLayers(w, t, plan ? *plan : whole, m);
 
   const std::string vm = "vision_tower.vision_model.";
   const int64_t Dv = v.hidden_size;
