@@ -218,15 +218,16 @@ void EngineCore::Loop() {
     for (auto& in : incoming) {
       if (!in) continue;
       const std::string id = in->id();
-      Sequence* raw = in.get();
       try {
         scheduler_->Add(std::move(in));
       } catch (const Error& e) {
+        // Refused (e.g. the waiting queue filled since Submit checked it): `in` still owns the
+        // sequence, whose sink answers its client.
         RequestOutput out;
         out.finish = FinishReason::kError;
         out.error = e.what();
         out.error_code = e.code();
-        Emit(raw, std::move(out));
+        Emit(in.get(), std::move(out));
         std::lock_guard<std::mutex> lock(mu_);
         active_ids_.erase(id);
       }

@@ -19,7 +19,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, ModelRunner& runner, KvCache
     config_.encoder_budget_tokens = config_.max_batched_tokens;
 }
 
-void Scheduler::Add(std::unique_ptr<Sequence> seq) {
+void Scheduler::Add(std::unique_ptr<Sequence>&& seq) {
   Require(num_waiting() < config_.max_waiting, ErrorCode::kResourceExhausted,
           "the engine's waiting queue is full (" + std::to_string(config_.max_waiting) +
               " requests); retry later");

@@ -51,8 +51,9 @@ class Scheduler {
             EncoderCache& encoder_cache);
 
   // Queues a new sequence (FCFS). Throws kResourceExhausted when the waiting queue is full and
-  // kInvalidArgument when its id is in use.
-  void Add(std::unique_ptr<Sequence> seq);
+  // kInvalidArgument when its id is in use; `seq` is taken only on success, so the caller can
+  // still answer a refused sequence's client.
+  void Add(std::unique_ptr<Sequence>&& seq);
   // Takes a sequence out (abort, finish, error), freeing its pages at once; null if unknown.
   std::unique_ptr<Sequence> Remove(const std::string& id);
   Sequence* Find(const std::string& id);

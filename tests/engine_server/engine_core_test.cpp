@@ -4,6 +4,7 @@
 // pages at once; the waiting queue bound; bad requests refused with a message.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -170,6 +171,61 @@ TEST_CASE("abort frees pages at once; a full waiting queue refuses with kResourc
   for (int i = 0; i < 5; ++i) CHECK(e->Abort(Name("long", i)));
   for (int i = 0; i < 5; ++i) CHECK(col.Wait(Name("long", i)).finish == FinishReason::kAbort);
   CHECK_FALSE(e->Abort("long0"));
+  WaitIdle(*e);
+  CHECK(e->Stats().kv_pages_used == 0);
+}
+
+TEST_CASE("a request the scheduler refuses after Submit took it gets its error, not a crash") {
+  // Submit checks the queue against the last published stats; a request that passes while the
+  // engine thread is admitting others is refused by the scheduler instead. It must still be
+  // answered through its own (live) sink: several threads flood a queue of one.
+  EngineConfig cfg;
+  cfg.page_size = 4;
+  cfg.kv_pages = 64;
+  cfg.scheduler.max_num_seqs = 1;
+  cfg.scheduler.max_waiting = 1;
+  auto e = MakeEngine(cfg);
+  Collector col;
+  std::atomic<int> refused_at_submit{0};
+  std::vector<std::vector<std::string>> taken(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        EngineRequest r;
+        r.id = Name(t == 0 ? "a" : t == 1 ? "b" : t == 2 ? "c" : "d", i);
+        r.prompt = {1, 2, 3};
+        r.sampling.temperature = 0;
+        r.sampling.max_tokens = 2;
+        try {
+          e->Submit(r, col.Sink(r.id));
+          taken[t].push_back(r.id);
+        } catch (const Error& err) {
+          CHECK(err.code() == ErrorCode::kResourceExhausted);
+          ++refused_at_submit;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  int accepted = 0, finished = 0, refused_later = 0;
+  for (const auto& ids : taken) {
+    for (const std::string& id : ids) {
+      ++accepted;
+      const Collected c = col.Wait(id);
+      if (c.finish == FinishReason::kError) {
+        CHECK(c.error.find("waiting queue is full") != std::string::npos);
+        ++refused_later;
+      } else {
+        CHECK(c.tokens.size() == 2);
+        ++finished;
+      }
+    }
+  }
+  MESSAGE("accepted ", accepted, " (finished ", finished, ", refused by the scheduler ",
+          refused_later, "), refused at Submit ", refused_at_submit.load());
+  CHECK(finished + refused_later == accepted);
+  CHECK(accepted + refused_at_submit.load() == 400);
   WaitIdle(*e);
   CHECK(e->Stats().kv_pages_used == 0);
 }
