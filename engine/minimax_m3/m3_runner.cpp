@@ -179,7 +179,7 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
         parallel::MakeShardPlan(config.text, options.tensor_parallel, options.expert_parallel, r));
   // CPU ranks meet in memory; GPU ranks through NCCL, one GPU each (consecutive devices).
   std::shared_ptr<parallel::InProcessGroup> cpu_group;
-  std::unique_ptr<parallel::NcclGroup> gpu_group;
+  std::shared_ptr<parallel::NcclGroup> gpu_group;
   std::vector<std::string> devices;
   for (int r = 0; r < world; ++r) devices.push_back(RankDevice(options.device, r));
   if (options.device == "cpu") {
@@ -196,19 +196,22 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
     std::vector<int> ids;
     for (const std::string& d : devices) ids.push_back(std::stoi(d.substr(5)));
     try {
-      gpu_group = std::make_unique<parallel::NcclGroup>(ids);  // checks the GPU count
+      gpu_group = std::make_shared<parallel::NcclGroup>(ids);  // checks the GPU count
     } catch (const Error& e) {
       throw Error(e.code(), what + e.what());
     }
   }
   const WeightStore store = WeightStore::OpenDirectory(model_dir);
   SharedPageRelease shared_pages(world);
-  // A CPU rank failing mid-step releases the others from the collectives they wait in. (GPU
-  // ranks: NCCL's own timeouts; ncclCommAbort is not wired yet.)
+  // A CPU rank failing mid-step releases the others from the collectives they wait in; GPU
+  // ranks waiting for a failed peer inside NCCL kernels are released by aborting the group,
+  // which stops it for good (the engine then answers every request with the cause).
   parallel::GroupFailureHooks hooks;
   if (cpu_group) {
     hooks.abort = [cpu_group](int) { cpu_group->Abort(); };
     hooks.reset = [cpu_group] { cpu_group->Reset(); };
+  } else {
+    hooks.stuck = [gpu_group] { gpu_group->Abort(); };
   }
   auto make = [&](int r) -> std::unique_ptr<ModelRunner> {
     const std::string& device = devices[static_cast<size_t>(r)];

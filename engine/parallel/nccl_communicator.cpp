@@ -6,17 +6,30 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "engine/backend/cuda/cuda_backend.h"
 #include "shared/error.h"
 
 namespace m3::engine::parallel {
+
+struct NcclGroup::State {
+  std::shared_mutex mu;      // collectives share it; Abort and destruction take it alone
+  bool aborted = false;      // after Abort every handle is gone (ncclCommAbort freed them)
+  std::vector<void*> comms;  // ncclComm_t per rank
+  std::vector<bool> bound;   // handed to a communicator, which destroys it
+};
+
 namespace {
 
 struct NcclApi {
   decltype(&ncclCommInitAll) CommInitAll = nullptr;
   decltype(&ncclCommDestroy) CommDestroy = nullptr;
+  decltype(&ncclCommAbort) CommAbort = nullptr;
   decltype(&ncclAllReduce) AllReduce = nullptr;
   decltype(&ncclAllGather) AllGather = nullptr;
   decltype(&ncclGetErrorString) GetErrorString = nullptr;
@@ -36,6 +49,7 @@ const NcclApi& Nccl() {
     };
     get(a.CommInitAll, "ncclCommInitAll");
     get(a.CommDestroy, "ncclCommDestroy");
+    get(a.CommAbort, "ncclCommAbort");
     get(a.AllReduce, "ncclAllReduce");
     get(a.AllGather, "ncclAllGather");
     get(a.GetErrorString, "ncclGetErrorString");
@@ -63,8 +77,9 @@ void UseDevice(int device) {
 
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm, int rank, int size, int device, backend::Backend& be)
-      : comm_(comm),
+  NcclCommunicator(std::shared_ptr<NcclGroup::State> state, int rank, int size, int device,
+                   backend::Backend& be)
+      : state_(std::move(state)),
         rank_(rank),
         size_(size),
         device_(device),
@@ -72,7 +87,12 @@ class NcclCommunicator : public Communicator {
     // A device scalar for Barrier, allocated once (collectives allocate nothing per call).
     barrier_ = be.Alloc(DType::kF32, {1});
   }
-  ~NcclCommunicator() override { Nccl().CommDestroy(comm_); }
+  ~NcclCommunicator() override {
+    std::unique_lock<std::shared_mutex> lock(state_->mu);
+    void*& c = state_->comms[static_cast<size_t>(rank_)];
+    if (!state_->aborted && c) Nccl().CommDestroy(static_cast<ncclComm_t>(c));
+    c = nullptr;
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -82,8 +102,9 @@ class NcclCommunicator : public Communicator {
             "AllReduceSum: float32 or bfloat16 tensors only");
     void* p = t.data<void>();
     UseDevice(device_);
+    const Held comm(*this);
     Check(Nccl().AllReduce(p, p, static_cast<size_t>(t.numel()),
-                           t.dtype == DType::kF32 ? ncclFloat32 : ncclBfloat16, ncclSum, comm_,
+                           t.dtype == DType::kF32 ? ncclFloat32 : ncclBfloat16, ncclSum, comm.get(),
                            stream_),
           "AllReduce");
   }
@@ -92,7 +113,9 @@ class NcclCommunicator : public Communicator {
     Require(out.dtype == in.dtype && out.numel() == in.numel() * size_, ErrorCode::kInternal,
             "AllGatherRows: out must hold every rank's input");
     UseDevice(device_);
-    Check(Nccl().AllGather(in.data<void>(), out.data<void>(), in.bytes(), ncclInt8, comm_, stream_),
+    const Held comm(*this);
+    Check(Nccl().AllGather(in.data<void>(), out.data<void>(), in.bytes(), ncclInt8, comm.get(),
+                           stream_),
           "AllGather");
   }
 
@@ -105,9 +128,12 @@ class NcclCommunicator : public Communicator {
                 scratch.numel() >= in.numel() * size_,
             ErrorCode::kInternal, "AllGatherColumns: out [rows, size * cols] and scratch");
     UseDevice(device_);
-    Check(Nccl().AllGather(in.data<void>(), scratch.data<void>(), in.bytes(), ncclInt8, comm_,
-                           stream_),
-          "AllGather");
+    {
+      const Held comm(*this);
+      Check(Nccl().AllGather(in.data<void>(), scratch.data<void>(), in.bytes(), ncclInt8,
+                             comm.get(), stream_),
+            "AllGather");
+    }
     const size_t piece = rows > 0 ? in.bytes() / static_cast<size_t>(rows) : 0;
     for (int r = 0; r < size_; ++r)
       CheckCuda(
@@ -124,7 +150,23 @@ class NcclCommunicator : public Communicator {
   }
 
  private:
-  ncclComm_t comm_;
+  // This rank's handle, held (shared) while a collective is queued, so Abort (exclusive) never
+  // frees it under the call; throws once the group was aborted.
+  class Held {
+   public:
+    explicit Held(const NcclCommunicator& c) : lock_(c.state_->mu) {
+      Require(!c.state_->aborted, ErrorCode::kUnavailable,
+              "NCCL: the GPU group was aborted after a rank failed");
+      comm_ = static_cast<ncclComm_t>(c.state_->comms[static_cast<size_t>(c.rank_)]);
+    }
+    ncclComm_t get() const { return comm_; }
+
+   private:
+    std::shared_lock<std::shared_mutex> lock_;
+    ncclComm_t comm_ = nullptr;
+  };
+
+  std::shared_ptr<NcclGroup::State> state_;
   int rank_, size_, device_;
   cudaStream_t stream_;
   backend::DeviceTensor barrier_;
@@ -136,7 +178,8 @@ bool BuiltWithNccl() {
   return true;
 }
 
-NcclGroup::NcclGroup(const std::vector<int>& devices) : devices_(devices) {
+NcclGroup::NcclGroup(const std::vector<int>& devices)
+    : devices_(devices), state_(std::make_shared<State>()) {
   int count = 0;
   CheckCuda(cudaGetDeviceCount(&count), "counting GPUs");
   for (int d : devices)
@@ -144,25 +187,49 @@ NcclGroup::NcclGroup(const std::vector<int>& devices) : devices_(devices) {
             std::to_string(devices.size()) + " ranks need GPU cuda:" + std::to_string(d) +
                 ", and this machine has " + std::to_string(count) + " GPU(s)");
   const NcclApi& api = Nccl();
+  // Connections made now rather than at the first collective: a rank that fails before its
+  // first collective then cannot leave a peer blocked on the host inside NCCL (where Abort
+  // would wait for it).
+  ::setenv("NCCL_RUNTIME_CONNECT", "0", 0);
   std::vector<ncclComm_t> comms(devices.size());
   Check(api.CommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()),
         "setting up " + std::to_string(devices.size()) + " GPUs");
-  for (ncclComm_t c : comms) comms_.push_back(c);
+  for (ncclComm_t c : comms) state_->comms.push_back(c);
+  state_->bound.assign(devices.size(), false);
 }
 
 NcclGroup::~NcclGroup() {
-  for (void* c : comms_)
-    if (c) Nccl().CommDestroy(static_cast<ncclComm_t>(c));
+  // Handles never bound to a communicator; bound ones go with their communicator.
+  std::unique_lock<std::shared_mutex> lock(state_->mu);
+  if (state_->aborted) return;
+  for (size_t r = 0; r < state_->comms.size(); ++r)
+    if (!state_->bound[r] && state_->comms[r]) {
+      Nccl().CommDestroy(static_cast<ncclComm_t>(state_->comms[r]));
+      state_->comms[r] = nullptr;
+    }
 }
 
 std::unique_ptr<Communicator> NcclGroup::Bind(int rank, backend::Backend& backend) {
-  Require(rank >= 0 && rank < static_cast<int>(comms_.size()) && comms_[rank] != nullptr,
-          ErrorCode::kInternal, "NcclGroup::Bind: rank out of range or bound twice");
-  auto comm =
-      std::make_unique<NcclCommunicator>(static_cast<ncclComm_t>(comms_[rank]), rank,
-                                         static_cast<int>(comms_.size()), devices_[rank], backend);
-  comms_[rank] = nullptr;
-  return comm;
+  {
+    std::unique_lock<std::shared_mutex> lock(state_->mu);
+    Require(rank >= 0 && rank < static_cast<int>(state_->comms.size()) &&
+                !state_->bound[static_cast<size_t>(rank)],
+            ErrorCode::kInternal, "NcclGroup::Bind: rank out of range or bound twice");
+    state_->bound[static_cast<size_t>(rank)] = true;
+  }
+  return std::make_unique<NcclCommunicator>(state_, rank, static_cast<int>(state_->comms.size()),
+                                            devices_[static_cast<size_t>(rank)], backend);
+}
+
+void NcclGroup::Abort() {
+  std::unique_lock<std::shared_mutex> lock(state_->mu);
+  if (state_->aborted) return;
+  state_->aborted = true;
+  for (void*& c : state_->comms)
+    if (c) {
+      Nccl().CommAbort(static_cast<ncclComm_t>(c));
+      c = nullptr;
+    }
 }
 
 }  // namespace m3::engine::parallel

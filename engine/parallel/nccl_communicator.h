@@ -30,9 +30,16 @@ class NcclGroup {
   // communicator then owns its NCCL handle. Call once per rank, on the rank's thread.
   std::unique_ptr<Communicator> Bind(int rank, backend::Backend& backend);
 
+  // Aborts every rank's NCCL communicator (ncclCommAbort), which releases ranks whose kernels
+  // wait for a peer that failed; later collectives throw kUnavailable. For good: an aborted
+  // NCCL communicator cannot be reused. Safe from any thread, while collectives run.
+  void Abort();
+
+  struct State;  // the ranks' handles, shared with their communicators
+
  private:
   std::vector<int> devices_;
-  std::vector<void*> comms_;  // ncclComm_t, null once bound
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace m3::engine::parallel

@@ -16,6 +16,8 @@ NcclGroup::NcclGroup(const std::vector<int>& devices) : devices_(devices) {
 
 NcclGroup::~NcclGroup() = default;
 
+void NcclGroup::Abort() {}
+
 std::unique_ptr<Communicator> NcclGroup::Bind(int, backend::Backend&) {
   throw Error(ErrorCode::kUnsupported, "this build has no NCCL communicator");
 }

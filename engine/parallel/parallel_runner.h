@@ -9,6 +9,7 @@
 // costs no time over rank 0 encoding alone and needs no broadcast of the features.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -21,10 +22,14 @@ namespace m3::engine::parallel {
 using RankRunnerFactory = std::function<std::unique_ptr<ModelRunner>(int rank)>;
 
 // How a failed rank releases the others (see RankThreads::SetOnError): abort the group's
-// collectives, then reset them once every rank has returned. Empty: no hooks.
+// collectives, then reset them once every rank has returned. Groups that cannot be released
+// from the failing rank's thread (NCCL) give `stuck` instead (RankThreads::SetOnStuck).
+// Empty: no hooks.
 struct GroupFailureHooks {
   std::function<void(int)> abort;
   std::function<void()> reset;
+  std::function<void()> stuck;
+  std::chrono::milliseconds stuck_grace{5000};
 };
 
 std::unique_ptr<ModelRunner> MakeParallelRunner(int ranks, const RankRunnerFactory& make,

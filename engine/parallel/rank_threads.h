@@ -3,10 +3,12 @@
 // hands all ranks the same job and returns when each has finished it (lock step).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,12 +31,25 @@ class RankThreads {
     on_error_ = std::move(on_error);
     after_error_ = std::move(after_error);
   }
+  // on_stuck: for groups whose collectives on_error cannot release (GPU ranks wait inside
+  // device kernels for a peer that failed): called once, on Run's thread, when a rank has
+  // failed and others are still in the job `grace` later (every layer has a collective, so a
+  // rank still busy that long is waiting in one). It must release them (abort the group's
+  // communicators); the group is then broken for good: Run refuses every later job.
+  void SetOnStuck(std::function<void()> on_stuck, std::chrono::milliseconds grace) {
+    on_stuck_ = std::move(on_stuck);
+    stuck_grace_ = grace;
+  }
+  bool broken() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !broken_.empty();
+  }
 
  private:
   void Loop(int rank);
 
   std::vector<std::thread> threads_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable start_cv_, done_cv_;
   const std::function<void(int)>* job_ = nullptr;
   unsigned long generation_ = 0;
@@ -43,6 +58,9 @@ class RankThreads {
   std::exception_ptr first_error_;
   std::function<void(int)> on_error_;
   std::function<void()> after_error_;
+  std::function<void()> on_stuck_;
+  std::chrono::milliseconds stuck_grace_{0};
+  std::string broken_;  // why the group stopped for good; empty while it works
 };
 
 }  // namespace m3::engine::parallel

@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,30 @@ inline void CheckLaunch(const char* what) {
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
     throw std::runtime_error(std::string("CUDA kernel ") + what + ": " + cudaGetErrorString(e));
+}
+
+// Opts Kernel in to `bytes` of dynamic shared memory on the current device. The attribute is
+// per device: a process driving several GPUs (one rank thread per GPU) must set it on each, so
+// the bytes already allowed are remembered per device, not once per process.
+template <auto Kernel>
+void AllowDynamicShared(size_t bytes) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> allowed[kDevices] = {};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  const int want = static_cast<int>(bytes);
+  if (dev >= 0 && dev < kDevices && allowed[dev].load(std::memory_order_relaxed) >= want) return;
+  if (cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, want) !=
+      cudaSuccess) {
+    const cudaError_t e = cudaGetLastError();
+    throw std::runtime_error(std::string("CUDA shared memory opt-in of ") + std::to_string(bytes) +
+                             " bytes: " + cudaGetErrorString(e));
+  }
+  if (dev >= 0 && dev < kDevices) {
+    int seen = allowed[dev].load(std::memory_order_relaxed);
+    while (seen < want && !allowed[dev].compare_exchange_weak(seen, want)) {
+    }
+  }
 }
 
 inline unsigned Blocks(int64_t n, int threads) {

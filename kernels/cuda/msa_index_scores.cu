@@ -440,13 +440,7 @@ template <int H, bool kFp8, int S>
 void LaunchDecodeHS(dim3 grid, const bf16* q, const IndexKeys& k, const PagedLayout& L, int64_t mb,
                     bool all, int bpc, float* sc, cudaStream_t st) {
   using Smem = typename std::conditional<kFp8, ScanSmem8<S>, ScanSmem16<S>>::type;
-  static const bool attr = [] {
-    cudaFuncSetAttribute(DecodeScoresKernel<H, kFp8, S>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(sizeof(Smem)));
-    return true;
-  }();
-  (void)attr;
+  AllowDynamicShared<DecodeScoresKernel<H, kFp8, S>>(sizeof(Smem));
   DecodeScoresKernel<H, kFp8, S>
       <<<grid, kDecodeWarps * 32, sizeof(Smem), st>>>(q, k, L, mb, all, bpc, sc);
 }
@@ -481,12 +475,7 @@ void LaunchDecode(int64_t heads, dim3 grid, const bf16* q, const IndexKeys& k, c
 template <int H, bool kFp8>
 void LaunchPrefillH(dim3 grid, const bf16* q, const IndexKeys& k, const PagedLayout& L, int64_t mb,
                     const int4* tiles, float* sc, cudaStream_t st) {
-  static const bool attr = [] {
-    cudaFuncSetAttribute(PrefillScoresKernel<H, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(sizeof(PrefillSmem)));
-    return true;
-  }();
-  (void)attr;
+  AllowDynamicShared<PrefillScoresKernel<H, kFp8>>(sizeof(PrefillSmem));
   PrefillScoresKernel<H, kFp8>
       <<<grid, kPrefillThreads, sizeof(PrefillSmem), st>>>(q, k, L, mb, tiles, sc);
 }

@@ -240,14 +240,8 @@ void IndexTopK(const float* scores, const PagedLayout& layout, int64_t heads, in
                              std::to_string(kMaxBlocks));
   const size_t staged_bytes = static_cast<size_t>(kRadixWarps * max_blocks) * sizeof(uint32_t);
   if (topk <= 32 && staged_bytes <= kMaxStagedBytes) {
-    static const bool attr = [] {
-      cudaFuncSetAttribute(RadixTopKKernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kMaxStagedBytes));
-      cudaFuncSetAttribute(RadixTopKKernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kMaxStagedBytes));
-      return true;
-    }();
-    (void)attr;
+    AllowDynamicShared<RadixTopKKernel<1>>(kMaxStagedBytes);
+    AllowDynamicShared<RadixTopKKernel<8>>(kMaxStagedBytes);
     const int64_t pairs = layout.rows * heads;
     // Split rows only when they are long and few (128K decode at batch 32: top-k 12.3 -> 8.6 us;
     // at 8K the merge costs more than it saves).

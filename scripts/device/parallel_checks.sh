@@ -24,6 +24,8 @@ export NCCL_NVLS_ENABLE=0
     mkdir -p "$BUILD/test-data/$(dirname "$a")" && tar -C "$BUILD/test-data/$(dirname "$a")" -xJf "$a"
   done)
   nccl="$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)"
+  [ -f "$nccl/libnccl.so.2" ] || nccl="$(dirname "$(find /usr/local /usr/lib /opt -name libnccl.so.2 2>/dev/null | head -1)")"
+  echo "NCCL from: $nccl"
   export LD_LIBRARY_PATH="/tmp/gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${nccl}:${LD_LIBRARY_PATH:-}"
   echo "== cuda_parallel_test ($(date +%T))"
   timeout 600 "$BUILD/bin/cuda_parallel_test"

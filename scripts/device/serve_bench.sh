@@ -11,7 +11,9 @@
 #   env: BENCH=0 stops after the tests; TESTS=0 skips cuda_test, TESTS_TC picks its cases (default "CUDA graphs*"), TEST_REPEAT
 #        runs it that many times; BENCH_REPEAT runs m3-bench-serve that many times per server;
 #        GRAPHS="on off" (the order of the two serve runs); RUNS (m3-bench-serve --runs, default
-#        1); SERVE_S bounds each bench (seconds); EXTRA_SERVE_ARGS (e.g. --no-prefix-caching)
+#        1); SERVE_S bounds each bench (seconds); EXTRA_SERVE_ARGS (e.g. --no-prefix-caching,
+#        --tensor-parallel 2); KEEP_CHECKPOINT=1 reuses a checkpoint a previous call left and
+#        leaves this one's (several server configurations in one device call)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/serve_bench_out}"
@@ -47,8 +49,12 @@ step() { echo "== $* ($(date +%T))"; }
   shm_gb=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
   DIR=/tmp/m3-random
   [ "${shm_gb:-0}" -gt 60 ] && DIR=/dev/shm/m3-random
-  step "random checkpoint at the real text widths into $DIR"
-  timeout 200 "$BUILD/bin/m3-make-random-checkpoint" --out "$DIR" 2>&1 | tee "$OUT/checkpoint.log"
+  if [ "${KEEP_CHECKPOINT:-0}" = 1 ] && [ -f "$DIR/config.json" ]; then
+    step "reusing the random checkpoint in $DIR"
+  else
+    step "random checkpoint at the real text widths into $DIR"
+    timeout 200 "$BUILD/bin/m3-make-random-checkpoint" --out "$DIR" 2>&1 | tee "$OUT/checkpoint.log"
+  fi
   port=50151
   for g in ${GRAPHS:-on off}; do
     step "m3-engine serve --cuda-graphs $g"
@@ -76,6 +82,6 @@ step() { echo "== $* ($(date +%T))"; }
     grep -E "cuda graphs|decode graphs|WARN|warn" "$OUT/serve-$g.log" | sort | uniq -c | head -10
     port=$((port + 1))
   done
-  rm -rf "$DIR"
+  [ "${KEEP_CHECKPOINT:-0}" = 1 ] || rm -rf "$DIR"
   step "done"
 } 2>&1 | tee "$OUT/serve_bench.log"

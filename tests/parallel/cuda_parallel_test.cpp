@@ -1,15 +1,21 @@
 // Tensor / expert parallelism on 2 GPUs (NCCL, one rank thread per GPU): tp 2, ep 2 and
-// tp 2 + ep 2 against the single-GPU runner on m3-tiny, m3-alt (ep 2) and the demo model, with
-// the same greedy tokens and logits / logprobs within bf16 tolerance (the ranks' partial sums
-// are rounded to bf16 before the AllReduce adds them). Its own main: exits 77 (skipped) where
-// fewer than 2 usable GPUs are present.
+// tp 2 + ep 2 on m3-tiny, m3-alt (ep 2) and the demo model, each against the single GPU and the
+// float32 CPU runner (parallel_checks.h, ParityTolerance), through the runner and through
+// EngineCore (preemption, prefix hits). Its own main: exits 77 (skipped) where fewer than 2
+// usable GPUs are present.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "engine/backend/make_backend.h"
+#include "engine/parallel/nccl_communicator.h"
+#include "engine/parallel/rank_threads.h"
 #include "shared/error.h"
 #include "tests/cuda/demo_prompts.h"
 #include "tests/engine/golden_cases.h"
@@ -18,15 +24,19 @@
 namespace m3::test {
 namespace {
 
-constexpr ParityTolerance kBf16{5e-2, 1e-1};
+// The demo model is trained: the same greedy tokens as one GPU. The goldens' random weights
+// leave many MSA / expert scores near-tied, which bf16 rounding in another summation order
+// flips (one GPU is as far from float32 as two): held to the float32 CPU runner instead.
+constexpr ParityTolerance kDemo{5e-2, 1e-1, true, 3, true};
+constexpr ParityTolerance kRandom{5e-2, 1e-1, true, 3, false};
 
 TEST_CASE("2 GPUs: demo model, tp 2 / ep 2 / tp 2 + ep 2 equal one GPU") {
   std::vector<engine::ModelInputs> prompts;
   for (const DemoPrompt& p : DemoPrompts()) prompts.push_back(p.inputs);
   EngineExercise exercised;
   for (Parallel p : {Parallel{2, 1}, Parallel{1, 2}, Parallel{2, 2}}) {
-    CheckRunnerParity("demo-model", "cuda", prompts.back(), p, kBf16);
-    exercised += CheckEngineParity("demo-model", "cuda", prompts, p, kBf16);
+    CheckRunnerParity("demo-model", "cuda", prompts.back(), p, kDemo);
+    exercised += CheckEngineParity("demo-model", "cuda", prompts, p, kDemo);
   }
   CHECK(exercised.preemptions > 0);
   CHECK(exercised.prefix_hit_tokens > 0);
@@ -38,17 +48,55 @@ TEST_CASE("2 GPUs: goldens (m3-tiny tp 2 / ep 2 / both, m3-alt ep 2) equal one G
       tiny.Inputs("text"), tiny.Inputs("image"), tiny.Inputs("image2"), tiny.Inputs("video")};
   EngineExercise exercised;
   for (Parallel p : {Parallel{2, 1}, Parallel{1, 2}, Parallel{2, 2}}) {
-    CheckRunnerParity("m3-tiny", "cuda", tiny.Inputs("image"), p, kBf16);
-    exercised += CheckEngineParity("m3-tiny", "cuda", tiny_prompts, p, kBf16);
+    CheckRunnerParity("m3-tiny", "cuda", tiny.Inputs("image"), p, kRandom);
+    exercised += CheckEngineParity("m3-tiny", "cuda", tiny_prompts, p, kRandom);
   }
   CHECK(exercised.preemptions > 0);
   CHECK(exercised.prefix_hit_tokens > 0);
   const GoldenSet& alt = Golden("m3-alt");
-  CheckRunnerParity("m3-alt", "cuda", alt.Inputs("image"), {1, 2}, kBf16);
+  CheckRunnerParity("m3-alt", "cuda", alt.Inputs("image"), {1, 2}, kRandom);
   CheckEngineParity(
       "m3-alt", "cuda",
       {alt.Inputs("text"), alt.Inputs("image"), alt.Inputs("image2"), alt.Inputs("video")}, {1, 2},
-      kBf16);
+      kRandom);
+}
+
+TEST_CASE(
+    "2 GPUs: a rank failing while its peer waits in NCCL aborts the group instead of hanging") {
+  using engine::parallel::NcclGroup;
+  auto group = std::make_shared<NcclGroup>(std::vector<int>{0, 1});
+  engine::parallel::RankThreads threads(2);
+  threads.SetOnStuck([group] { group->Abort(); }, std::chrono::milliseconds(1000));
+  std::vector<std::unique_ptr<engine::backend::Backend>> be(2);
+  std::vector<std::unique_ptr<engine::parallel::Communicator>> comm(2);
+  std::vector<engine::backend::DeviceTensor> t(2);
+  threads.Run([&](int r) {
+    be[r] = engine::backend::MakeBackend("cuda:" + std::to_string(r));
+    comm[r] = group->Bind(r, *be[r]);
+    t[r] = be[r]->Alloc(DType::kF32, {4});
+  });
+  std::vector<std::vector<float>> got(2, std::vector<float>(4));
+  threads.Run([&](int r) {
+    const std::vector<float> ones(4, 1.0f + r);
+    be[r]->Upload(ones.data(), t[r]);
+    comm[r]->AllReduceSum(t[r]);
+    be[r]->Download(t[r], got[r].data());
+  });
+  CHECK(got[0] == std::vector<float>(4, 3.0f));
+  CHECK(got[1] == std::vector<float>(4, 3.0f));
+  // Rank 0 waits on the GPU for an AllReduce rank 1 never joins.
+  CHECK_THROWS_WITH(threads.Run([&](int r) {
+    if (r == 1) throw Error(ErrorCode::kInternal, "rank 1 failed");
+    comm[0]->Barrier();
+  }),
+                    "rank 1 failed");
+  CHECK(threads.broken());
+  CHECK_THROWS_AS(threads.Run([](int) {}), Error);
+  CHECK_THROWS_WITH(comm[0]->AllReduceSum(t[0]),
+                    "NCCL: the GPU group was aborted after a rank failed");
+  comm.clear();
+  t.clear();
+  be.clear();
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 // refused naming the setting.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -238,6 +241,51 @@ TEST_CASE("a rank failing outside a collective releases the others; the group wo
   for (auto& d : data) d.assign(64, 1.0f);
   threads.Run([&](int r) { comms[r]->AllReduceSum(HostTensor(data[r])); });
   for (const auto& d : data) CHECK(d == std::vector<float>(64, 3.0f));
+}
+
+TEST_CASE("ranks stuck after a peer failed are released by on_stuck; the group then refuses") {
+  // As GPU ranks in NCCL: the waiting ranks cannot be released from the failing rank's thread,
+  // only by the stuck hook (the group's abort), after the grace period.
+  constexpr int kRanks = 3;
+  engine::parallel::RankThreads threads(kRanks);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  int stuck_calls = 0;
+  threads.SetOnStuck(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        ++stuck_calls;
+        released = true;
+        cv.notify_all();
+      },
+      std::chrono::milliseconds(50));
+  // A job whose ranks all finish, even one that fails on every rank, is not stuck.
+  threads.Run([](int) {});
+  CHECK_THROWS_WITH(threads.Run([](int) { throw Error(ErrorCode::kInvalidArgument, "bad"); }),
+                    "bad");
+  CHECK_FALSE(threads.broken());
+  try {
+    threads.Run([&](int r) {
+      if (r == 1) throw Error(ErrorCode::kInternal, "rank 1 failed");
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return released; });
+    });
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) == "rank 1 failed");
+  }
+  CHECK(stuck_calls == 1);
+  CHECK(threads.broken());
+  bool ran = false;
+  try {
+    threads.Run([&](int) { ran = true; });
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kUnavailable);
+    CHECK(std::string(e.what()).find("rank 1 failed") != std::string::npos);
+  }
+  CHECK_FALSE(ran);
 }
 
 TEST_CASE("a malformed batch is refused on every rank; the parallel runner then runs on") {

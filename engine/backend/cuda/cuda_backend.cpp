@@ -83,15 +83,15 @@ void Run(const char* op, Fn&& fn) {
 
 // The CUDA runtime's current device is per host thread: the runner is loaded on one thread
 // and stepped on another (the engine loop), so every entry point makes its device current.
+// The runtime is asked each time (a cheap host call) rather than a per-thread cache trusted:
+// other libraries switch devices too (ncclCommInitAll visits every GPU of the group).
 bool TryBindDevice(int device) noexcept {
-  thread_local int bound = -1;
-  if (bound == device) return true;
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) return true;
   if (cudaSetDevice(device) != cudaSuccess) {
     cudaGetLastError();
-    bound = -1;
     return false;
   }
-  bound = device;
   return true;
 }
 void BindDevice(int device) {
