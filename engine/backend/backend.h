@@ -28,6 +28,13 @@ struct LayerKvCache {
   DeviceTensor k;        // [pages, page_size, kv_heads, head_dim]
   DeviceTensor v;        // [pages, page_size, kv_heads, head_dim]
   DeviceTensor index_k;  // [pages, page_size, index_head_dim] for MSA layers; empty otherwise
+  // The FP8 index-key cache instead of index_k (RunnerOptions::fp8_index_keys): e4m3 codes of
+  // k / scale, u8 [pages, page_size, index_head_dim], and one float32 scale per key,
+  // [pages, page_size] (kernels/cpu/msa_index_fp8.h). Written at KV-write time, read by
+  // MsaSelectBlocks.
+  DeviceTensor index_codes;
+  DeviceTensor index_scales;
+  bool fp8_index() const { return static_cast<bool>(index_codes); }
 };
 
 // The batch layout of one step, on the device, plus host copies for launch decisions.

@@ -86,4 +86,15 @@ int64_t ArgParser::Int(const std::string& name, int64_t fallback) const {
   return n;
 }
 
+std::string ArgParser::Choice(const std::string& name, const std::vector<std::string>& allowed,
+                              const std::string& fallback) const {
+  const std::string v = Get(name).value_or(fallback);
+  std::string list;
+  for (const std::string& a : allowed) {
+    if (a == v) return v;
+    list += list.empty() ? "'" + a + "'" : " or '" + a + "'";
+  }
+  throw Error(ErrorCode::kInvalidArgument, "--" + name + " must be " + list + ", not '" + v + "'");
+}
+
 }  // namespace m3::engine::cli

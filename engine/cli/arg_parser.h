@@ -23,6 +23,10 @@ class ArgParser {
   std::optional<std::string> Get(const std::string& name) const;
   double Double(const std::string& name, double fallback) const;
   int64_t Int(const std::string& name, int64_t fallback) const;
+  // The value of `name`, one of `allowed` (fallback when absent); throws kInvalidArgument
+  // naming the choices otherwise.
+  std::string Choice(const std::string& name, const std::vector<std::string>& allowed,
+                     const std::string& fallback) const;
 
  private:
   std::set<std::string> options_, flags_;

@@ -27,7 +27,7 @@ namespace {
 constexpr const char* kUsage =
     "usage:\n"
     "  m3-engine logits --model DIR --inputs IN.safetensors --output OUT.safetensors [--capture]\n"
-    "      [--device cpu|cuda|cuda:N]\n"
+    "      [--device cpu|cuda|cuda:N] [--index-key-cache bf16|fp8]\n"
     "      writes logits F32 [T, V]; --capture adds hidden_states.i, block_indices.layerN,\n"
     "      image.* / video.* vision_tower_out and projector_out\n"
     "  m3-engine generate --model DIR --inputs IN.safetensors --max-new-tokens N [--device D]\n"
@@ -37,6 +37,7 @@ constexpr const char* kUsage =
     "  m3-engine serve --model DIR --port P [--host H] [--device cpu|cuda[:N]] [--max-num-seqs N]\n"
     "      [--max-batched-tokens N] [--kv-pages N | --kv-memory GiB | --gpu-memory-fraction F]\n"
     "      [--page-size N] [--cuda-graphs on|off] [--tensor-parallel N] [--expert-parallel N]\n"
+    "      [--index-key-cache bf16|fp8]\n"
     "      [--max-prefill-chunk N] [--max-waiting N] [--no-prefix-caching]\n"
     "      [--encoder-cache-mb N] [--max-message-mb N] [--served-model-name NAME]\n"
     "      gRPC engine server (proto/engine.proto); prints 'm3-engine: listening on port P';\n"
@@ -45,18 +46,20 @@ constexpr const char* kUsage =
     "      --cuda-graphs (default on) replays decode-only steps as recorded CUDA graphs;\n"
     "      --tensor-parallel / --expert-parallel (each 1 or the same N) run the model on N\n"
     "      ranks (threads: cpu, or GPUs cuda:K..K+N-1 over NCCL), attention split by heads,\n"
-    "      experts by expert (ep) or by their intermediate (tp only)\n";
+    "      experts by expert (ep) or by their intermediate (tp only);\n"
+    "      --index-key-cache fp8 (any command) caches MSA index keys as e4m3 + a scale per key\n";
 
 int RunLogits(const std::vector<std::string>& args) {
   ArgParser p;
-  for (const char* o : {"model", "inputs", "output", "device"}) p.AddOption(o);
+  for (const char* o : {"model", "inputs", "output", "device", "index-key-cache"}) p.AddOption(o);
   p.AddFlag("capture");
   p.Parse(args);
   const std::string model_dir = p.Required("model"), in_path = p.Required("inputs"),
                     out_path = p.Required("output");
-  ModelInputs inputs = ReadModelInputs(in_path);
   RunnerOptions device;
   device.device = p.Get("device").value_or("cpu");
+  device.fp8_index_keys = p.Choice("index-key-cache", {"bf16", "fp8"}, "bf16") == "fp8";
+  ModelInputs inputs = ReadModelInputs(in_path);
   auto model = LoadModel(model_dir, {}, device);
   CaptureOptions capture;
   capture.hidden_states = capture.block_indices = capture.vision = p.Has("capture");
@@ -71,8 +74,8 @@ int RunLogits(const std::vector<std::string>& args) {
 
 int RunGenerate(const std::vector<std::string>& args) {
   ArgParser p;
-  for (const char* o :
-       {"model", "inputs", "max-new-tokens", "temperature", "top-p", "top-k", "seed", "device"})
+  for (const char* o : {"model", "inputs", "max-new-tokens", "temperature", "top-p", "top-k",
+                        "seed", "device", "index-key-cache"})
     p.AddOption(o);
   p.AddFlag("ignore-eos");
   p.Parse(args);
@@ -95,9 +98,10 @@ int RunGenerate(const std::vector<std::string>& args) {
   Require(opt.sampling.top_k >= 0, ErrorCode::kInvalidArgument, "--top-k must be >= 0");
   Require(seed >= 0, ErrorCode::kInvalidArgument, "--seed must be >= 0");
   opt.sampling.seed = static_cast<uint64_t>(seed);
-  ModelInputs inputs = ReadModelInputs(p.Required("inputs"));
   RunnerOptions device;
   device.device = p.Get("device").value_or("cpu");
+  device.fp8_index_keys = p.Choice("index-key-cache", {"bf16", "fp8"}, "bf16") == "fp8";
+  ModelInputs inputs = ReadModelInputs(p.Required("inputs"));
   auto model = LoadModel(model_dir, {}, device);
   std::vector<int64_t> tokens = Generate(*model, inputs, opt);
   std::string line = "{\"tokens\":[";

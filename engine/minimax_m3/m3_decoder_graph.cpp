@@ -48,10 +48,13 @@ M3DecoderGraph::M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& 
 
 int64_t M3DecoderGraph::KvBytesPerPage(int64_t page_size) const {
   const TextConfig& t = config_.text;
+  const int64_t act = static_cast<int64_t>(DTypeSize(backend_.activation_dtype()));
+  // An FP8 index key: one byte per channel and a float32 scale.
+  const int64_t index_key = limits_.fp8_index_keys ? t.index_head_dim + 4 : t.index_head_dim * act;
   int64_t per_token = 0;
   for (bool sparse : t.sparse_attention)
-    per_token += 2 * kv_heads_ * t.head_dim + (sparse ? t.index_head_dim : 0);
-  return per_token * page_size * static_cast<int64_t>(DTypeSize(backend_.activation_dtype()));
+    per_token += 2 * kv_heads_ * t.head_dim * act + (sparse ? index_key : 0);
+  return per_token * page_size;
 }
 
 void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
@@ -73,7 +76,12 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
     backend::LayerKvCache c;
     c.k = backend_.Alloc(dt, {stored, page_size, kv_heads_, t.head_dim});
     c.v = backend_.Alloc(dt, {stored, page_size, kv_heads_, t.head_dim});
-    if (sparse) c.index_k = backend_.Alloc(dt, {stored, page_size, t.index_head_dim});
+    if (sparse && limits_.fp8_index_keys) {
+      c.index_codes = backend_.Alloc(DType::kU8, {stored, page_size, t.index_head_dim});
+      c.index_scales = backend_.Alloc(DType::kF32, {stored, page_size});
+    } else if (sparse) {
+      c.index_k = backend_.Alloc(dt, {stored, page_size, t.index_head_dim});
+    }
     kv_.push_back(std::move(c));
   }
   num_pages_ = num_pages;

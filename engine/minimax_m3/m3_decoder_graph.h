@@ -30,6 +30,8 @@ struct DecoderStepLimits {
   int64_t max_num_seqs = 64;
   int64_t max_batched_tokens = 2048;
   bool graphs = false;  // record decode steps (on backends that can)
+  // MSA index keys cached as FP8 (e4m3 + one scale per key) instead of the activation dtype.
+  bool fp8_index_keys = false;
 };
 
 class M3DecoderGraph {

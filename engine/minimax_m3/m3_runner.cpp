@@ -40,9 +40,20 @@ class M3Runner : public ModelRunner {
     // Expert-parallel ranks pick their experts' routes on the host (KeepLocalExperts), which a
     // recorded graph cannot contain: their steps run op by op.
     if (plan && plan->experts.count < config_.text.num_local_experts) limits.graphs = false;
+    const TextConfig& t = config_.text;
+    const bool any_sparse = std::find(t.sparse_attention.begin(), t.sparse_attention.end(), true) !=
+                            t.sparse_attention.end();
+    limits.fp8_index_keys = options.fp8_index_keys && any_sparse;
+    // The GPU's FP8 scoring kernels exist for the released model's index shapes only.
+    Require(!limits.fp8_index_keys || backend_->name() == "cpu" ||
+                (t.index_head_dim == 128 && t.index_block_size == 128),
+            ErrorCode::kUnsupported,
+            "FP8 index keys on " + backend_->name() +
+                " need index_head_dim 128 and index_block_size 128 (this model has " +
+                std::to_string(t.index_head_dim) + " and " + std::to_string(t.index_block_size) +
+                ")");
     graph_ =
         std::make_unique<M3DecoderGraph>(config_, weights_, *backend_, limits, plan, comm_.get());
-    const TextConfig& t = config_.text;
     const VisionConfig& v = config_.vision;
     info_.architecture = config_.model_type;
     info_.dtype = std::string(DTypeName(backend_->activation_dtype()));
@@ -61,8 +72,6 @@ class M3Runner : public ModelRunner {
     info_.temporal_patch_size = v.temporal_patch_size;
     info_.spatial_merge_size = v.spatial_merge_size;
     info_.vision_segment_max_frames = v.vision_segment_max_frames;
-    const bool any_sparse = std::find(t.sparse_attention.begin(), t.sparse_attention.end(), true) !=
-                            t.sparse_attention.end();
     info_.msa_block_size = any_sparse ? t.index_block_size : 0;
   }
 

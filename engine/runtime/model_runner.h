@@ -139,6 +139,12 @@ struct RunnerOptions {
   // GPU backends: decode-only steps replay CUDA graphs recorded per (rows, block-table width)
   // bucket; other steps run op by op.
   bool cuda_graphs = true;
+  // MSA index keys cached as FP8 e4m3 with one float32 scale per key (kernels/cpu/
+  // msa_index_fp8.h) instead of the activation dtype: the decode index scan reads half the
+  // bytes of bf16 keys, and the KV pages take fewer bytes. Selections can differ from the
+  // unquantized keys' where block scores lie within the FP8 rounding of each other. CUDA
+  // backend: index head_dim 128 and MSA block 128 (the released model's) only.
+  bool fp8_index_keys = false;
   // Tensor / expert parallelism (engine/parallel/shard_plan.h): the model runs on
   // max(tensor_parallel, expert_parallel) ranks, each 1 or that size; ranks are threads of this
   // process, on the CPU backend or on GPUs device, device + 1, ... ("cuda" = "cuda:0"). Loading

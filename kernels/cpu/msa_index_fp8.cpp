@@ -58,6 +58,13 @@ void QuantizeIndexKeysFp8(const float* keys, int64_t n, int64_t dim, uint8_t* co
   }
 }
 
+void QuantizeIndexKeyRowsFp8(const float* keys, int64_t rows, int64_t dim, const int64_t* slots,
+                             uint8_t* codes, float* scales) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (slots[r] >= 0)
+      QuantizeIndexKeysFp8(keys + r * dim, 1, dim, codes + slots[r] * dim, scales + slots[r]);
+}
+
 void DequantizeIndexKeysFp8(const uint8_t* codes, const float* scales, int64_t n, int64_t dim,
                             float* keys) {
   for (int64_t i = 0; i < n; ++i)

@@ -17,6 +17,10 @@ float E4M3ToF32(uint8_t code);
 
 // keys [n, dim] -> codes [n, dim], scales [n].
 void QuantizeIndexKeysFp8(const float* keys, int64_t n, int64_t dim, uint8_t* codes, float* scales);
+// Key r of keys [rows, dim] into the FP8 cache (codes [slots, dim], scales [slots]) at
+// slots[r]; rows with a negative slot are skipped.
+void QuantizeIndexKeyRowsFp8(const float* keys, int64_t rows, int64_t dim, const int64_t* slots,
+                             uint8_t* codes, float* scales);
 // codes [n, dim], scales [n] -> keys [n, dim] (code * scale in float32).
 void DequantizeIndexKeysFp8(const uint8_t* codes, const float* scales, int64_t n, int64_t dim,
                             float* keys);

@@ -35,7 +35,7 @@ void QkNormRopeToPages(const float* qkv, int64_t rows, const QkNormRopeDims& d,
         float* iq = index_q_out + r * iqw;
         RmsNormGemma(idx, d.index_heads, d.index_dim, w.index_q_norm, d.eps, iq);
         ApplyRotaryHalf(iq, d.index_heads, d.index_dim, d.index_rot, c, s);
-        float* ik = index_k_pages + slot * d.index_dim;
+        float* ik = index_k_pages + (d.index_k_by_row ? r : slot) * d.index_dim;
         RmsNormGemma(idx + iqw, 1, d.index_dim, w.index_k_norm, d.eps, ik);
         ApplyRotaryHalf(ik, 1, d.index_dim, d.index_rot, c, s);
       }

@@ -20,6 +20,9 @@ struct QkNormRopeDims {
   int64_t index_dim = 0;
   int64_t index_rot = 0;
   float eps = 1e-6f;
+  // The index key of row r goes to index_k_pages + r * index_dim (a dense [rows, index_dim]
+  // buffer, quantized into an FP8 cache afterwards) instead of its slot.
+  bool index_k_by_row = false;
 };
 
 struct QkNormWeightsPtr {

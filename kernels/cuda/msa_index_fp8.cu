@@ -47,6 +47,15 @@ __global__ void QuantizeStepKernel(const bf16* pages, PagedLayout layout, int64_
   QuantizeOne(pages + slot * dim, dim, codes + slot * dim, scales + slot);
 }
 
+__global__ void QuantizeRowsKernel(const bf16* keys, int64_t rows, int64_t dim,
+                                   const int64_t* slots, uint8_t* codes, float* scales) {
+  const int64_t r = int64_t{blockIdx.x} * kWarps + (threadIdx.x >> 5);
+  if (r >= rows) return;
+  const int64_t slot = slots[r];
+  if (slot < 0) return;
+  QuantizeOne(keys + r * dim, dim, codes + slot * dim, scales + slot);
+}
+
 void CheckDim(int64_t dim) {
   if (dim <= 0 || dim > 32 * kMaxPerLane)
     throw std::runtime_error("FP8 index keys: head_dim " + std::to_string(dim) +
@@ -70,6 +79,15 @@ void QuantizeStepIndexKeysFp8(const bf16* index_k_pages, const PagedLayout& layo
   QuantizeStepKernel<<<Blocks(layout.rows, kWarps), kWarps * 32, 0, stream>>>(index_k_pages, layout,
                                                                               dim, codes, scales);
   CheckLaunch("QuantizeStepIndexKeysFp8");
+}
+
+void QuantizeIndexKeyRowsFp8(const bf16* keys, int64_t rows, int64_t dim, const int64_t* slots,
+                             uint8_t* codes, float* scales, cudaStream_t stream) {
+  CheckDim(dim);
+  if (rows <= 0) return;
+  QuantizeRowsKernel<<<Blocks(rows, kWarps), kWarps * 32, 0, stream>>>(keys, rows, dim, slots,
+                                                                       codes, scales);
+  CheckLaunch("QuantizeIndexKeyRowsFp8");
 }
 
 }  // namespace m3::kernels::cuda

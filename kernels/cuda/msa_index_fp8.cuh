@@ -28,4 +28,9 @@ void QuantizeIndexKeysFp8(const bf16* keys, int64_t n, int64_t dim, uint8_t* cod
 void QuantizeStepIndexKeysFp8(const bf16* index_k_pages, const PagedLayout& layout, int64_t dim,
                               uint8_t* codes, float* scales, cudaStream_t stream);
 
+// Quantize on write from a dense buffer: key r of keys [rows, dim] into the FP8 cache at
+// slots[r] (rows with a negative slot are skipped). Graph friendly (one warp per row).
+void QuantizeIndexKeyRowsFp8(const bf16* keys, int64_t rows, int64_t dim, const int64_t* slots,
+                             uint8_t* codes, float* scales, cudaStream_t stream);
+
 }  // namespace m3::kernels::cuda

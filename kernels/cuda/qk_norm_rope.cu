@@ -63,7 +63,7 @@ __global__ void QkNormRopeKernel(Args a) {
     rot = d.index_rot;
     src = row + qw + 2 * kw + d.index_heads * dim;
     w = a.w.index_k_norm;
-    dst = a.index_k_pages + slot * dim;
+    dst = a.index_k_pages + (d.index_k_by_row ? r : slot) * dim;
   }
   if (w == nullptr) {
     for (int64_t i = lane; i < dim; i += 32) dst[i] = src[i];

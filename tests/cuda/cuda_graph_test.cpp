@@ -25,6 +25,7 @@
 #include "shared/model_config.h"
 #include "shared/safetensors.h"
 #include "tests/cuda/demo_prompts.h"
+#include "tests/cuda/real_head_checkpoint.h"
 #include "tests/test_util.h"
 
 namespace m3::test {
@@ -297,12 +298,7 @@ TEST_CASE("CUDA graphs: decode at the real head shapes within bf16 rounding of o
   // shapes (16 query / 4 KV heads of 128, index 4 x 128, block 128, top-16), so the split-K
   // tensor-core decode attention and the indexer's scoring / top-k kernels run, with their
   // scratch; prompts of 2000-2600 tokens (16-21 MSA blocks: the top-16 selection is real).
-  const std::string dir = TempDir() + "/real-heads";
-  const std::string cmd = BinPath("m3-make-random-checkpoint") + " --out " + dir +
-                          " --layers 2 --experts 8 --vocab 1024 --hidden 512 --heads 16"
-                          " --expert-inter 256 --shared-inter 256 --dense-inter 1024"
-                          " --max-position 8192 --threads 4 > /dev/null";
-  REQUIRE(std::system(cmd.c_str()) == 0);
+  const std::string& dir = RealHeadCheckpoint();
   for (int64_t page : {128, 16}) {
     GraphCase c;
     c.name = "real-head-shapes";

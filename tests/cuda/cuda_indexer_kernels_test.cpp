@@ -315,6 +315,27 @@ TEST_CASE("MSA indexer kernels: FP8 quantization matches its CPU twin bit for bi
     if ((c & 0x7f) != 0x7f) CHECK(kp::F32ToE4M3(kp::E4M3ToF32(static_cast<uint8_t>(c))) == c);
 }
 
+TEST_CASE("MSA indexer kernels: FP8 quantize-on-write from a step's rows matches its twin") {
+  // The engine's FP8 cache: a step's keys [rows, dim] into their slots, rows with slot -1
+  // (none) skipped, other slots untouched.
+  const int64_t rows = 300, slots_n = 1024;
+  Bf16Data k = Random(rows * kDim, 43, 3.0f);
+  std::vector<int64_t> slots(rows);
+  for (int64_t r = 0; r < rows; ++r) slots[r] = r % 7 == 3 ? -1 : (r * 37) % slots_n;
+  Dev<uint16_t> dk(k.bits);
+  Dev<int64_t> ds(slots);
+  Dev<uint8_t> codes(std::vector<uint8_t>(slots_n * kDim, 0xAA));
+  Dev<float> scales(std::vector<float>(slots_n, -1.0f));
+  kc::QuantizeIndexKeyRowsFp8(reinterpret_cast<const kc::bf16*>(dk.p), rows, kDim, ds.p, codes.p,
+                              scales.p, nullptr);
+  Ok(cudaDeviceSynchronize());
+  std::vector<uint8_t> cc(slots_n * kDim, 0xAA);
+  std::vector<float> cs(slots_n, -1.0f);
+  kp::QuantizeIndexKeyRowsFp8(k.f.data(), rows, kDim, slots.data(), cc.data(), cs.data());
+  CHECK(codes.Get() == cc);
+  CHECK(scales.Get() == cs);
+}
+
 TEST_CASE("MSA indexer kernels: FP8 keys match the FP8 twin and the bf16 selection") {
   for (int64_t ps : {16, 128}) {
     const Step st = MakeStep(kMixed, ps, 9);

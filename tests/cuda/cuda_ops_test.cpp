@@ -226,8 +226,8 @@ TEST_CASE("paged decoder attention ops match the CPU twins at 32K context") {
   Twin k = Act(Random(P * ps * Hkv * D, 21), {P, ps, Hkv, D});
   Twin v = Act(Random(P * ps * Hkv * D, 22), {P, ps, Hkv, D});
   Twin ik = Act(Random(P * ps * Di, 23), {P, ps, Di});
-  cc = {k.cpu, v.cpu, ik.cpu};
-  cg = {k.gpu, v.gpu, ik.gpu};
+  cc = {k.cpu, v.cpu, ik.cpu, {}, {}};
+  cg = {k.gpu, v.gpu, ik.gpu, {}, {}};
   engine::backend::QkvLayout layout{Hq, Hkv, D, rot, Hi, Di, rot, 1e-6f};
   Twin qkv = Act(Random(rows * layout.width(), 24, 2.0f), {rows, layout.width()});
   Twin qn = Weight(Random(D, 25, 0.5f), {D}), kn = Weight(Random(D, 26, 0.5f), {D});

@@ -66,6 +66,30 @@ TEST_CASE("FP8 index keys: per-key scale and rounding bound") {
   }
 }
 
+TEST_CASE("FP8 index keys: quantize-on-write puts each row's key at its slot") {
+  const int64_t rows = 5, dim = 16, slots_n = 12;
+  std::vector<float> keys(rows * dim);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<float>(i % 23) - 11.0f;
+  const std::vector<int64_t> slots = {7, -1, 0, 11, 3};
+  std::vector<uint8_t> codes(slots_n * dim, 0xAA);
+  std::vector<float> scales(slots_n, -1.0f);
+  kp::QuantizeIndexKeyRowsFp8(keys.data(), rows, dim, slots.data(), codes.data(), scales.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    if (slots[r] < 0) continue;
+    std::vector<uint8_t> want(dim);
+    float scale = 0;
+    kp::QuantizeIndexKeysFp8(keys.data() + r * dim, 1, dim, want.data(), &scale);
+    CHECK(scales[slots[r]] == scale);
+    CHECK(std::vector<uint8_t>(codes.begin() + slots[r] * dim,
+                               codes.begin() + (slots[r] + 1) * dim) == want);
+  }
+  // Slots no row names keep their contents.
+  for (int64_t s : {1, 2, 4, 5, 6, 8, 9, 10}) {
+    CHECK(scales[s] == -1.0f);
+    CHECK(codes[s * dim] == 0xAA);
+  }
+}
+
 TEST_CASE("FP8 selection equals the float selection on exactly representable keys") {
   // Keys made of e4m3 values, each with one element at 448 so its scale is exactly 1: the
   // quantization is exact and the two selections must agree block for block.

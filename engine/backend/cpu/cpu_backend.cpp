@@ -24,6 +24,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/moe_experts.h"
 #include "kernels/cpu/moe_routing.h"
+#include "kernels/cpu/msa_index_fp8.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/paged_msa_indexer.h"
 #include "kernels/cpu/parallel_for.h"
@@ -292,17 +293,26 @@ class CpuBackend : public Backend {
     Check(qkv.numel() == m.rows * l.width(), "QkNormRopeToCache: qkv width");
     Check(m.rope_cos.numel() == m.rows * l.rotary_dim, "QkNormRopeToCache: rotary rows");
     const bool idx = l.index_heads > 0;
-    Check(!idx || (index_q_out && cache.index_k), "QkNormRopeToCache: index outputs");
+    Check(!idx || (index_q_out && (cache.index_k || cache.fp8_index())),
+          "QkNormRopeToCache: index outputs");
     k::QkNormRopeDims d{l.q_heads,     l.kv_heads,       l.head_dim,         l.rotary_dim,
                         l.index_heads, l.index_head_dim, l.index_rotary_dim, l.eps};
     k::QkNormWeightsPtr p{w.q_norm.data<float>(), w.k_norm.data<float>(),
                           idx ? w.index_q_norm.data<float>() : nullptr,
                           idx ? w.index_k_norm.data<float>() : nullptr};
+    // FP8 index keys: the step's keys to a dense buffer, then quantized into their slots.
+    const bool fp8 = idx && cache.fp8_index();
+    d.index_k_by_row = fp8;
+    if (fp8) index_staging_.resize(static_cast<size_t>(m.rows * l.index_head_dim));
+    float* index_k = !idx ? nullptr : fp8 ? index_staging_.data() : cache.index_k.data<float>();
     k::QkNormRopeToPages(qkv.data<float>(), m.rows, d, p, m.rope_cos.data<float>(),
                          m.rope_sin.data<float>(), m.slot_mapping.data<int64_t>(),
                          q_out.data<float>(), idx ? index_q_out->data<float>() : nullptr,
-                         cache.k.data<float>(), cache.v.data<float>(),
-                         idx ? cache.index_k.data<float>() : nullptr);
+                         cache.k.data<float>(), cache.v.data<float>(), index_k);
+    if (fp8)
+      k::QuantizeIndexKeyRowsFp8(index_staging_.data(), m.rows, l.index_head_dim,
+                                 m.slot_mapping.data<int64_t>(), cache.index_codes.data<uint8_t>(),
+                                 cache.index_scales.data<float>());
   }
   void PagedAttention(const DeviceTensor& q, const LayerKvCache& cache, const StepMetadata& m,
                       const AttentionShape& s, const DeviceTensor& out) override {
@@ -316,8 +326,13 @@ class CpuBackend : public Backend {
     Check(selected.numel() == p.index_heads * m.rows * p.topk_blocks, "MsaSelectBlocks shape");
     k::IndexerParams ip{p.index_heads, p.index_head_dim, p.block_size, p.topk_blocks,
                         p.local_blocks};
-    k::PagedIndexerSelectBlocks(index_q.data<float>(), cache.index_k.data<float>(), Layout(m), ip,
-                                selected.data<int32_t>());
+    if (cache.fp8_index())
+      k::PagedIndexerSelectBlocksFp8(index_q.data<float>(), cache.index_codes.data<uint8_t>(),
+                                     cache.index_scales.data<float>(), cache.index_scales.numel(),
+                                     Layout(m), ip, selected.data<int32_t>());
+    else
+      k::PagedIndexerSelectBlocks(index_q.data<float>(), cache.index_k.data<float>(), Layout(m), ip,
+                                  selected.data<int32_t>());
   }
   void BlockSparseAttention(const DeviceTensor& q, const LayerKvCache& cache, const StepMetadata& m,
                             const AttentionShape& s, const DeviceTensor& selected, int64_t topk,
@@ -431,6 +446,7 @@ class CpuBackend : public Backend {
   size_t weight_bytes_ = 0;
   bool experts_k_major_ = k::SmallMKernelsEnabled();
   std::unique_ptr<BatchSampler> sampler_;
+  std::vector<float> index_staging_;  // a step's index keys before FP8 quantization
 };
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/cuda/moe_experts.cuh"
 #include "kernels/cuda/moe_routing.cuh"
+#include "kernels/cuda/msa_index_fp8.cuh"
 #include "kernels/cuda/paged_attention.cuh"
 #include "kernels/cuda/paged_msa_indexer.cuh"
 #include "kernels/cuda/qk_norm_rope.cuh"
@@ -458,7 +459,8 @@ class CudaBackend : public Backend {
     Check(qkv.numel() == m.rows * l.width(), "QkNormRopeToCache: qkv width");
     Check(m.rope_cos.numel() == m.rows * l.rotary_dim, "QkNormRopeToCache: rotary rows");
     const bool idx = l.index_heads > 0;
-    Check(!idx || (index_q_out && cache.index_k), "QkNormRopeToCache: index outputs");
+    Check(!idx || (index_q_out && (cache.index_k || cache.fp8_index())),
+          "QkNormRopeToCache: index outputs");
     Check(qkv.dtype == DType::kBF16 && q_out.dtype == DType::kBF16 &&
               cache.k.dtype == DType::kBF16 && cache.v.dtype == DType::kBF16,
           "QkNormRopeToCache dtypes");
@@ -467,12 +469,25 @@ class CudaBackend : public Backend {
     k::QkNormWeightsPtr p{w.q_norm.data<float>(), w.k_norm.data<float>(),
                           idx ? w.index_q_norm.data<float>() : nullptr,
                           idx ? w.index_k_norm.data<float>() : nullptr};
+    // FP8 index keys: the step's keys to a dense scratch buffer, then quantized into their
+    // slots (no bf16 index-key pages are kept).
+    const bool fp8 = idx && cache.fp8_index();
+    d.index_k_by_row = fp8;
+    bf16* index_k = nullptr;
+    if (fp8)
+      index_k = static_cast<bf16*>(
+          OpScratch(static_cast<size_t>(m.rows * l.index_head_dim) * sizeof(bf16)));
+    else if (idx)
+      index_k = cache.index_k.data<bf16>();
     Run("QkNormRopeToCache", [&] {
       k::QkNormRopeToPages(qkv.data<bf16>(), m.rows, d, p, m.rope_cos.data<float>(),
                            m.rope_sin.data<float>(), m.slot_mapping.data<int64_t>(),
                            q_out.data<bf16>(), idx ? index_q_out->data<bf16>() : nullptr,
-                           cache.k.data<bf16>(), cache.v.data<bf16>(),
-                           idx ? cache.index_k.data<bf16>() : nullptr, S());
+                           cache.k.data<bf16>(), cache.v.data<bf16>(), index_k, S());
+      if (fp8)
+        k::QuantizeIndexKeyRowsFp8(
+            index_k, m.rows, l.index_head_dim, m.slot_mapping.data<int64_t>(),
+            cache.index_codes.data<uint8_t>(), cache.index_scales.data<float>(), S());
     });
   }
   void PagedAttention(const DeviceTensor& q, const LayerKvCache& cache, const StepMetadata& m,
@@ -492,18 +507,23 @@ class CudaBackend : public Backend {
                        const StepMetadata& m, const MsaParams& p,
                        const DeviceTensor& selected) override {
     Check(selected.numel() == p.index_heads * m.rows * p.topk_blocks, "MsaSelectBlocks shape");
-    Check(index_q.dtype == DType::kBF16 && cache.index_k.dtype == DType::kBF16 &&
-              selected.dtype == DType::kI32,
-          "MsaSelectBlocks dtypes");
+    const bool fp8 = cache.fp8_index();
+    Check(
+        index_q.dtype == DType::kBF16 && selected.dtype == DType::kI32 &&
+            (fp8 ? cache.index_codes.dtype == DType::kU8 && cache.index_scales.dtype == DType::kF32
+                 : cache.index_k.dtype == DType::kBF16),
+        "MsaSelectBlocks dtypes");
+    const k::IndexKeys keys = fp8 ? k::IndexKeys{nullptr, cache.index_codes.data<uint8_t>(),
+                                                 cache.index_scales.data<float>()}
+                                  : k::IndexKeys{cache.index_k.data<bf16>(), nullptr, nullptr};
     k::IndexerParams ip{p.index_heads, p.index_head_dim, p.block_size, p.topk_blocks,
                         p.local_blocks};
     const k::PagedLayout layout = Layout(m);
     const size_t bytes = k::IndexerWorkspaceBytes(layout, ip);
     void* ws = OpScratch(bytes);
     Run("MsaSelectBlocks", [&] {
-      k::PagedIndexerSelect(index_q.data<bf16>(),
-                            k::IndexKeys{cache.index_k.data<bf16>(), nullptr, nullptr}, layout, ip,
-                            m.max_seq_len, ws, bytes, selected.data<int32_t>(), S());
+      k::PagedIndexerSelect(index_q.data<bf16>(), keys, layout, ip, m.max_seq_len, ws, bytes,
+                            selected.data<int32_t>(), S());
     });
   }
   void BlockSparseAttention(const DeviceTensor& q, const LayerKvCache& cache, const StepMetadata& m,
