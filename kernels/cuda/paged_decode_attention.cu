@@ -193,16 +193,7 @@ template <int D>
 void Launch(const Args& a, int64_t num_decodes, cudaStream_t stream) {
   constexpr size_t smem = SmemBytes<D>();
   static_assert(smem >= (kWarps * 16 * D + kWarps * 32) * sizeof(float), "merge space");
-  // Once per device (not a stream operation, so also allowed while capturing a graph).
-  static std::atomic<uint64_t> configured{0};
-  int dev = 0;
-  cudaGetDevice(&dev);
-  const uint64_t bit = dev < 64 ? uint64_t{1} << dev : 0;
-  if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
-    cudaFuncSetAttribute(DecodeKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem));
-    configured.fetch_or(bit, std::memory_order_relaxed);
-  }
+  AllowDynamicShared<DecodeKernel<D>>(smem);
   const dim3 grid(static_cast<unsigned>(num_decodes), static_cast<unsigned>(a.dims.num_kv_heads),
                   static_cast<unsigned>(a.splits));
   DecodeKernel<D><<<grid, kWarps * 32, smem, stream>>>(a);

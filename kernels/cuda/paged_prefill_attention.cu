@@ -8,7 +8,6 @@
 #include "kernels/cuda/paged_prefill_attention.cuh"
 
 #include <algorithm>
-#include <atomic>
 
 #include "kernels/cuda/attention_tile.cuh"
 
@@ -245,15 +244,7 @@ void Launch(const Args& a, cudaStream_t stream) {
   const int64_t E = a.selected ? R * a.topk : 0;
   const size_t smem = TileBytes<D>() + static_cast<size_t>(E) * 16;
   // The largest request (32 rows x top-64 lists), once per device.
-  static std::atomic<uint64_t> configured{0};
-  int dev = 0;
-  cudaGetDevice(&dev);
-  const uint64_t bit = dev < 64 ? uint64_t{1} << dev : 0;
-  if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
-    cudaFuncSetAttribute(PrefillKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(TileBytes<D>() + kMaxRowsPerCta * kMaxTopk * 16));
-    configured.fetch_or(bit, std::memory_order_relaxed);
-  }
+  AllowDynamicShared<PrefillKernel<D>>(TileBytes<D>() + kMaxRowsPerCta * kMaxTopk * 16);
   const int64_t ctas = (a.layout.rows - a.row_begin + R - 1) / R;
   const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(a.dims.num_kv_heads));
   PrefillKernel<D><<<grid, kWarps * 32, smem, stream>>>(a);
