@@ -21,6 +21,7 @@
 
 #include "engine/runtime/engine_core.h"
 #include "shared/safetensors.h"
+#include "tests/bench/random_m3_config.h"
 
 namespace m3::bench {
 namespace {
@@ -37,68 +38,29 @@ constexpr int kVocab = 8192, kIndexHeads = kKvHeads, kIndexHeadDim = 64, kIndexB
 constexpr int kVisionHidden = 64, kVisionLayers = 2, kProjector = 256;
 
 json Config() {
-  json text = {
-      {"model_type", "minimax_m3_vl_text"},
-      {"hidden_size", kHidden},
-      {"num_hidden_layers", kLayers},
-      {"num_attention_heads", kHeads},
-      {"num_key_value_heads", kKvHeads},
-      {"head_dim", kHeadDim},
-      {"intermediate_size", kExpertInter},
-      {"dense_intermediate_size", kDenseInter},
-      {"shared_intermediate_size", kSharedInter},
-      {"num_local_experts", kExperts},
-      {"num_experts_per_tok", kTopK},
-      {"vocab_size", kVocab},
-      {"max_position_embeddings", 4096},
-      {"rms_norm_eps", 1e-6},
-      {"hidden_act", "silu"},
-      {"index_block_size", kIndexBlock},
-      {"index_head_dim", kIndexHeadDim},
-      {"index_n_heads", kIndexHeads},
-      {"index_local_blocks", 1},
-      {"index_topk_blocks", 8},
-      {"rope_parameters",
-       {{"partial_rotary_factor", 0.5}, {"rope_theta", 10000.0}, {"rope_type", "default"}}},
-      {"rotary_dim", kHeadDim / 2},
-      {"routed_scaling_factor", 2.0},
-      {"swiglu_alpha", 1.702},
-      {"swiglu_limit", 7.0},
-      {"tie_word_embeddings", false},
-      {"bos_token_id", kVocab - 4},
-      {"eos_token_id", kVocab - 3},
-  };
-  json layer_types = json::array(), mlp_types = json::array();
-  for (int i = 0; i < kLayers; ++i) {
-    layer_types.push_back(i % 4 == 0 ? "full_attention" : "minimax_m3_sparse");
-    mlp_types.push_back(i == 0 ? "dense" : "sparse");
-  }
-  text["layer_types"] = layer_types;
-  text["mlp_layer_types"] = mlp_types;
-  json vision = {{"model_type", "minimax_m3_vl_vision"},
-                 {"hidden_size", kVisionHidden},
-                 {"intermediate_size", 2 * kVisionHidden},
-                 {"num_attention_heads", 4},
-                 {"num_hidden_layers", kVisionLayers},
-                 {"num_channels", 3},
-                 {"patch_size", 14},
-                 {"temporal_patch_size", 2},
-                 {"spatial_merge_size", 2},
-                 {"image_size", 2016},
-                 {"hidden_act", "gelu"},
-                 {"layer_norm_eps", 1e-5},
-                 {"vision_segment_max_frames", 2},
-                 {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "axial"}}}};
-  return {{"architectures", {"MiniMaxM3SparseForConditionalGeneration"}},
-          {"model_type", "minimax_m3_vl"},
-          {"dtype", "bfloat16"},
-          {"image_token_index", kVocab - 8},
-          {"video_token_index", kVocab - 7},
-          {"projector_hidden_size", kProjector},
-          {"merged_hidden_size", 4 * kHidden},
-          {"tie_word_embeddings", false},
-          {"text_config", text},
-          {"vision_config", vision}};
+  RandomM3Shape m;
+  m.hidden = kHidden;
+  m.layers = kLayers;
+  m.heads = kHeads;
+  m.kv_heads = kKvHeads;
+  m.head_dim = kHeadDim;
+  m.experts = kExperts;
+  m.topk = kTopK;
+  m.expert_inter = kExpertInter;
+  m.shared_inter = kSharedInter;
+  m.dense_inter = kDenseInter;
+  m.vocab = kVocab;
+  m.index_heads = kIndexHeads;
+  m.index_head_dim = kIndexHeadDim;
+  m.index_block = kIndexBlock;
+  m.index_topk = 8;
+  m.max_position = 4096;
+  m.vision_hidden = kVisionHidden;
+  m.vision_layers = kVisionLayers;
+  m.projector = kProjector;
+  m.full_attention_every = 4;
+  m.rope_theta = 10000.0;
+  return RandomM3Config(m);
 }
 
 class Writer {

@@ -31,17 +31,13 @@
 #include <thread>
 #include <vector>
 
+#include "tests/bench/random_m3_config.h"
+
 namespace {
 
 using nlohmann::json;
 
-struct Widths {
-  int64_t hidden = 6144, layers = 4, heads = 64, kv_heads = 4, head_dim = 128;
-  int64_t experts = 128, topk = 4, expert_inter = 3072, shared_inter = 3072;
-  int64_t dense_inter = 12288, vocab = 200064, index_head_dim = 128, index_block = 128;
-  int64_t index_topk = 16, max_position = 131072;
-  int64_t vision_hidden = 128, vision_layers = 1, projector = 256;
-};
+using Widths = m3::bench::RandomM3Shape;
 
 struct Tensor {
   std::string name;
@@ -50,71 +46,6 @@ struct Tensor {
   float fill;
   uint64_t begin = 0, end = 0;  // byte offsets in the data section
 };
-
-json Config(const Widths& w) {
-  json text = {
-      {"model_type", "minimax_m3_vl_text"},
-      {"hidden_size", w.hidden},
-      {"num_hidden_layers", w.layers},
-      {"num_attention_heads", w.heads},
-      {"num_key_value_heads", w.kv_heads},
-      {"head_dim", w.head_dim},
-      {"intermediate_size", w.expert_inter},
-      {"dense_intermediate_size", w.dense_inter},
-      {"shared_intermediate_size", w.shared_inter},
-      {"num_local_experts", w.experts},
-      {"num_experts_per_tok", w.topk},
-      {"vocab_size", w.vocab},
-      {"max_position_embeddings", w.max_position},
-      {"rms_norm_eps", 1e-6},
-      {"hidden_act", "silu"},
-      {"index_block_size", w.index_block},
-      {"index_head_dim", w.index_head_dim},
-      {"index_n_heads", w.kv_heads},
-      {"index_local_blocks", 1},
-      {"index_topk_blocks", w.index_topk},
-      {"rope_parameters",
-       {{"partial_rotary_factor", 0.5}, {"rope_theta", 10000000.0}, {"rope_type", "default"}}},
-      {"rotary_dim", w.head_dim / 2},
-      {"routed_scaling_factor", 2.0},
-      {"swiglu_alpha", 1.702},
-      {"swiglu_limit", 7.0},
-      {"tie_word_embeddings", false},
-      {"bos_token_id", w.vocab - 4},
-      {"eos_token_id", w.vocab - 3},
-  };
-  json layer_types = json::array(), mlp_types = json::array();
-  for (int64_t i = 0; i < w.layers; ++i) {
-    layer_types.push_back(i == 0 ? "full_attention" : "minimax_m3_sparse");
-    mlp_types.push_back(i == 0 ? "dense" : "sparse");
-  }
-  text["layer_types"] = layer_types;
-  text["mlp_layer_types"] = mlp_types;
-  json vision = {{"model_type", "minimax_m3_vl_vision"},
-                 {"hidden_size", w.vision_hidden},
-                 {"intermediate_size", 2 * w.vision_hidden},
-                 {"num_attention_heads", 4},
-                 {"num_hidden_layers", w.vision_layers},
-                 {"num_channels", 3},
-                 {"patch_size", 14},
-                 {"temporal_patch_size", 2},
-                 {"spatial_merge_size", 2},
-                 {"image_size", 2016},
-                 {"hidden_act", "gelu"},
-                 {"layer_norm_eps", 1e-5},
-                 {"vision_segment_max_frames", 2},
-                 {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "axial"}}}};
-  return {{"architectures", {"MiniMaxM3SparseForConditionalGeneration"}},
-          {"model_type", "minimax_m3_vl"},
-          {"dtype", "bfloat16"},
-          {"image_token_index", w.vocab - 8},
-          {"video_token_index", w.vocab - 7},
-          {"projector_hidden_size", w.projector},
-          {"merged_hidden_size", 4 * w.hidden},
-          {"tie_word_embeddings", false},
-          {"text_config", text},
-          {"vision_config", vision}};
-}
 
 std::vector<Tensor> Tensors(const Widths& w) {
   std::vector<Tensor> t;
@@ -339,7 +270,7 @@ int main(int argc, char** argv) {
   ::munmap(map, file_bytes);
   ::close(fd);
 
-  std::ofstream(out + "/config.json") << Config(w).dump(2);
+  std::ofstream(out + "/config.json") << m3::bench::RandomM3Config(w).dump(2);
   std::ofstream(out + "/generation_config.json") << json{{"eos_token_id", w.vocab - 3}}.dump(2);
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
