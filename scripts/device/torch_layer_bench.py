@@ -19,11 +19,12 @@ eagerly and, where capture works, replayed as a CUDA graph. Usage:
 """
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from cuda_timing import median_ms
 
 H, HQ, HKV, D, ROT = 6144, 64, 4, 128, 64
 HI, DI, BLK, TOPK, LOCAL = 4, 128, 128, 16, 1
@@ -50,20 +51,6 @@ def parse():
     if a.context % BLK or a.prefill % BLK or any(b < 1 for b in a.batches):
         p.error("--context and --prefill must be multiples of 128, batches positive")
     return a
-
-
-def median_ms(fn, warmup, iters):
-    for _ in range(warmup):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
-    for _ in range(iters):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        ms.append(start.elapsed_time(end))
-    return statistics.median(ms)
 
 
 def uniform(shape, scale, dtype=BF):

@@ -14,44 +14,15 @@ Usage: torch_msa_dense_bench.py [--contexts 8192,32768,131072] [--batches 1,32] 
 """
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from cuda_timing import graph_median_ms, median_ms
+
 Q_HEADS, KV_HEADS, DIM = 64, 4, 128
-
-
-def time_ms(fn, warmup, reps):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def graph_ms(fn, runs=9, calls=20):
-    """Per call, `fn` captured `calls` times in one CUDA graph and replayed: GPU time without
-    launch cost, as m3-bench-cuda-msa times decode."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    return time_ms(g.replay, 2, runs) / calls
 
 
 def sdpa(q, k, v, causal):
@@ -75,9 +46,9 @@ def run(kind, ctx, batch, seed):
     causal = kind == "prefill"
     fn = lambda: sdpa(q, k, v, causal)  # noqa: E731
     if kind == "decode":
-        out = {"sdpa_ms": graph_ms(fn), "eager_sdpa_ms": time_ms(fn, 5, 30)}
+        out = {"sdpa_ms": graph_median_ms(fn), "eager_sdpa_ms": median_ms(fn, 5, 30)}
     else:
-        out = {"sdpa_ms": time_ms(fn, 2, 5)}
+        out = {"sdpa_ms": median_ms(fn, 2, 5)}
     del q, k, v
     torch.cuda.empty_cache()
     return {"kind": kind, "ctx": ctx, "batch": batch, **out}

@@ -11,38 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from cuda_timing import graph_median_ms, median_ms
+
 HQ, HKV, D = 64, 4, 128
-
-
-def median_ms(fn, warm, runs):
-    for _ in range(warm):
-        fn()
-    times = []
-    for _ in range(runs):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
-
-
-def graph_median_ms(fn, runs, calls=20):
-    """Per call, `fn` captured `calls` times in one CUDA graph: GPU time without launch cost."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    return median_ms(g.replay, 2, runs) / calls
 
 
 def sdpa(q, k, v, causal):
