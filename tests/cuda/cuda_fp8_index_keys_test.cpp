@@ -13,51 +13,25 @@
 #include <string>
 #include <vector>
 
-#include "engine/generate.h"
 #include "engine/model_registry.h"
 #include "shared/error.h"
 #include "tests/cuda/real_head_checkpoint.h"
+#include "tests/engine/selection_run.h"
 #include "tests/test_util.h"
 
 namespace m3::test {
 namespace {
 
-struct Fp8Run {
-  std::vector<int64_t> tokens;
-  NamedTensors selections;
-};
-
-Fp8Run RunFp8(const std::string& device, bool fp8, const engine::ModelInputs& in) {
+SelectionRun RunFp8(const std::string& device, bool fp8, const engine::ModelInputs& in) {
   engine::RunnerOptions ro;
   ro.device = device;
   ro.fp8_index_keys = fp8;
-  auto model = engine::LoadModel(RealHeadCheckpoint(), {}, ro);
-  engine::CaptureOptions capture;
-  capture.block_indices = true;
-  capture.all_logits = false;
-  auto seq = model->NewSequence();
-  Fp8Run r;
-  r.selections = model->Prefill(*seq, in, capture).captured;
-  engine::GenerateOptions g;
-  g.max_new_tokens = 16;
-  g.ignore_eos = true;
-  r.tokens = engine::Generate(*model, in, g);
-  return r;
+  return RunCapturingSelections(RealHeadCheckpoint(), ro, in, 16);
 }
 
-double DifferingFraction(const Fp8Run& a, const Fp8Run& b) {
-  REQUIRE(a.selections.size() == b.selections.size());
-  REQUIRE(!a.selections.empty());
-  int64_t total = 0, differ = 0;
-  for (size_t i = 0; i < a.selections.size(); ++i) {
-    const auto x = a.selections[i].second.as<int64_t>();
-    const auto y = b.selections[i].second.as<int64_t>();
-    REQUIRE(x.size() == y.size());
-    for (size_t j = 0; j < x.size(); ++j) {
-      ++total;
-      differ += x[j] != y[j];
-    }
-  }
+double DifferingFraction(const SelectionRun& a, const SelectionRun& b) {
+  const auto [total, differ] = CompareSelections(a, b);
+  REQUIRE(total > 0);
   return static_cast<double>(differ) / static_cast<double>(total);
 }
 
@@ -65,9 +39,9 @@ TEST_CASE("FP8 index keys on the GPU: selections near the CPU twin's and bf16 ke
   engine::ModelInputs in;
   std::mt19937 rng(11);
   for (int i = 0; i < 2300; ++i) in.input_ids.push_back(static_cast<int64_t>(rng() % 1000) + 4);
-  const Fp8Run gpu_fp8 = RunFp8("cuda", true, in);
-  const Fp8Run gpu_bf16 = RunFp8("cuda", false, in);
-  const Fp8Run cpu_fp8 = RunFp8("cpu", true, in);
+  const SelectionRun gpu_fp8 = RunFp8("cuda", true, in);
+  const SelectionRun gpu_bf16 = RunFp8("cuda", false, in);
+  const SelectionRun cpu_fp8 = RunFp8("cpu", true, in);
   const double vs_cpu = DifferingFraction(gpu_fp8, cpu_fp8);
   const double vs_bf16 = DifferingFraction(gpu_fp8, gpu_bf16);
   std::printf(
