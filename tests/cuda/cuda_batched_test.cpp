@@ -9,17 +9,14 @@
 
 #include "engine/runtime/model_runner.h"
 #include "kernels/cpu/sampling.h"
+#include "tests/cuda/paged_sequences.h"
 #include "tests/engine/golden_cases.h"
 #include "tests/test_util.h"
 
 namespace m3::test {
 namespace {
 
-struct Seq {
-  std::vector<int32_t> tokens;  // all tokens so far (prompt, then generated)
-  std::vector<int32_t> pages;
-  int32_t cached = 0;  // tokens whose KV is in the cache
-};
+using Seq = PagedSeq;
 
 constexpr int64_t kPage = 8;
 
@@ -28,26 +25,9 @@ std::vector<std::vector<float>> Step(engine::ModelRunner& runner, std::vector<Se
   std::stable_sort(seqs.begin(), seqs.end(), [](const Seq* a, const Seq* b) {
     return (a->tokens.size() - a->cached == 1) > (b->tokens.size() - b->cached == 1);
   });
-  engine::ForwardBatch b;
-  b.query_start.push_back(0);
-  for (const Seq* s : seqs)
-    b.max_pages_per_seq = std::max(b.max_pages_per_seq, static_cast<int32_t>(s->pages.size()));
-  for (const Seq* s : seqs) {
-    const int32_t n = static_cast<int32_t>(s->tokens.size()) - s->cached;
-    if (n == 1 && b.query_start.size() - 1 == static_cast<size_t>(b.num_decodes)) ++b.num_decodes;
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t pos = s->cached + i;
-      b.token_ids.push_back(s->tokens[pos]);
-      b.positions.push_back(pos);
-      b.slot_mapping.push_back(int64_t{s->pages[pos / kPage]} * kPage + pos % kPage);
-    }
-    b.context_lens.push_back(s->cached);
-    b.query_start.push_back(b.query_start.back() + n);
-    b.logits_rows.push_back(b.query_start.back() - 1);
-    std::vector<int32_t> table(b.max_pages_per_seq, -1);
-    std::copy(s->pages.begin(), s->pages.end(), table.begin());
-    b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
-  }
+  int32_t width = 0;
+  for (const Seq* s : seqs) width = std::max(width, static_cast<int32_t>(s->pages.size()));
+  const engine::ForwardBatch b = StepBatch(seqs, kPage, width);
   std::vector<float> logits;
   runner.Execute(b, logits);
   const int64_t V = runner.info().vocab_size;

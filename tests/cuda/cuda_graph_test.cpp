@@ -25,6 +25,7 @@
 #include "shared/model_config.h"
 #include "shared/safetensors.h"
 #include "tests/cuda/demo_prompts.h"
+#include "tests/cuda/paged_sequences.h"
 #include "tests/cuda/real_head_checkpoint.h"
 #include "tests/test_util.h"
 
@@ -55,36 +56,7 @@ struct Decoder {
   }
 };
 
-struct Seq {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> pages;
-  int32_t cached = 0;
-};
-
-// One step over `seqs` (decodes first), each running its uncached tokens; the table is
-// `width` pages wide (at least what the longest needs).
-engine::ForwardBatch Batch(const std::vector<Seq*>& seqs, int64_t page, int32_t width) {
-  engine::ForwardBatch b;
-  b.query_start.push_back(0);
-  b.max_pages_per_seq = width;
-  for (const Seq* s : seqs) {
-    const int32_t n = static_cast<int32_t>(s->tokens.size()) - s->cached;
-    if (n == 1 && b.query_start.size() - 1 == static_cast<size_t>(b.num_decodes)) ++b.num_decodes;
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t pos = s->cached + i;
-      b.token_ids.push_back(s->tokens[pos]);
-      b.positions.push_back(pos);
-      b.slot_mapping.push_back(int64_t{s->pages[pos / page]} * page + pos % page);
-    }
-    b.context_lens.push_back(s->cached);
-    b.query_start.push_back(b.query_start.back() + n);
-    b.logits_rows.push_back(b.query_start.back() - 1);
-    std::vector<int32_t> table(width, -1);
-    std::copy(s->pages.begin(), s->pages.end(), table.begin());
-    b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
-  }
-  return b;
-}
+using Seq = PagedSeq;
 
 struct GraphCase {
   std::string name, dir;
@@ -165,7 +137,7 @@ void CheckDecodeGraphs(const GraphCase& c) {
   int64_t steps = 0, decode_steps = 0, rows_compared = 0, argmax_differ = 0, shared_pages = 0;
   std::vector<Seq*> live;
   auto run = [&](const std::vector<Seq*>& batch_seqs, int32_t width) {
-    const engine::ForwardBatch b = Batch(batch_seqs, page, width);
+    const engine::ForwardBatch b = StepBatch(batch_seqs, page, width);
     std::vector<float> a, g;
     const engine::CaptureRequest none;
     eager.graph->Execute(b, a, none);
