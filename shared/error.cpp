@@ -31,4 +31,30 @@ std::string_view ErrorCodeName(ErrorCode code) {
   return "unknown";
 }
 
+int HttpStatusOf(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kPermissionDenied:
+      return 400;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kTooLarge:
+      return 413;
+    case ErrorCode::kUnsupported:
+      return 415;
+    case ErrorCode::kUnprocessable:
+    case ErrorCode::kDataLoss:
+      return 422;
+    case ErrorCode::kResourceExhausted:
+      return 429;
+    case ErrorCode::kUnavailable:
+      return 503;
+    case ErrorCode::kDeadlineExceeded:
+      return 504;
+    case ErrorCode::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
 }  // namespace m3

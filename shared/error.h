@@ -23,6 +23,9 @@ enum class ErrorCode {
 };
 
 std::string_view ErrorCodeName(ErrorCode code);
+// The HTTP status of a failure of this kind (kUnavailable: 503; a front end where it means the
+// client's own URL could not be fetched answers 400 instead).
+int HttpStatusOf(ErrorCode code);
 
 class Error : public std::runtime_error {
  public:

@@ -9,35 +9,11 @@
 namespace m3::net {
 
 int HttpStatusFor(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kInvalidArgument:
-      return 400;
-    case ErrorCode::kPermissionDenied:
-      return 400;
-    case ErrorCode::kNotFound:
-      return 404;
-    case ErrorCode::kTooLarge:
-      return 413;
-    case ErrorCode::kUnsupported:
-      return 415;
-    case ErrorCode::kUnprocessable:
-      return 422;
-    case ErrorCode::kDataLoss:
-      return 422;
-    case ErrorCode::kResourceExhausted:
-      return 429;
-    case ErrorCode::kUnavailable:
-      // In the media path this is a URL the client sent that cannot be fetched (connection
-      // refused, DNS failure, TLS failure, the origin's 5xx): the client's input, as OpenAI and
-      // vLLM answer an image URL they cannot download. Engines' unavailability never maps here
-      // (openai::RequestError carries its own 503).
-      return 400;
-    case ErrorCode::kDeadlineExceeded:
-      return 504;
-    case ErrorCode::kInternal:
-      return 500;
-  }
-  return 500;
+  // In the media path kUnavailable is a URL the client sent that cannot be fetched (connection
+  // refused, DNS failure, TLS failure, the origin's 5xx): the client's input, as OpenAI and vLLM
+  // answer an image URL they cannot download. Engines' unavailability never maps here
+  // (openai::RequestError carries its own 503).
+  return code == ErrorCode::kUnavailable ? 400 : HttpStatusOf(code);
 }
 
 std::string_view ErrorCodeSlug(ErrorCode code) {

@@ -31,32 +31,6 @@ std::string_view TypeFor(int status) {
 
 }  // namespace
 
-int HttpStatusOf(ErrorCode kind) {
-  switch (kind) {
-    case ErrorCode::kInvalidArgument:
-    case ErrorCode::kPermissionDenied:
-      return 400;
-    case ErrorCode::kNotFound:
-      return 404;
-    case ErrorCode::kTooLarge:
-      return 413;
-    case ErrorCode::kUnsupported:
-      return 415;
-    case ErrorCode::kUnprocessable:
-    case ErrorCode::kDataLoss:
-      return 422;
-    case ErrorCode::kResourceExhausted:
-      return 429;
-    case ErrorCode::kUnavailable:
-      return 503;
-    case ErrorCode::kDeadlineExceeded:
-      return 504;
-    case ErrorCode::kInternal:
-      return 500;
-  }
-  return 500;
-}
-
 RequestError::RequestError(ErrorCode kind, std::string message, std::string param, std::string code)
     : Error(kind, message),
       status_(HttpStatusOf(kind)),

@@ -31,9 +31,6 @@ class RequestError : public Error {
   std::string code_;
 };
 
-// HTTP status for an error kind (400, 404, 413, 415, 422, 429, 500, 503, 504).
-int HttpStatusOf(ErrorCode kind);
-
 // {"error": {"message", "type", "param", "code"}}; invalid UTF-8 in message or param (a client's
 // own bytes quoted back) becomes U+FFFD so the body always serializes.
 nlohmann::json ErrorBody(int http_status, std::string_view message,
