@@ -34,12 +34,8 @@ int Connect(uint16_t port) {
 }
 
 void Send(int fd, const std::string& data) {
-  size_t at = 0;
-  while (at < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + at, data.size() - at, MSG_NOSIGNAL);
-    if (n <= 0) return;  // the server may close early; what it answered is what counts
-    at += static_cast<size_t>(n);
-  }
+  // The server may close early; what it answered is what counts.
+  (void)m3::test::SendAll(fd, data);
 }
 
 // Everything the server sends until it closes the connection or `timeout_ms` passes.

@@ -39,30 +39,15 @@ class Conn {
   explicit Conn(uint16_t port) : fd_(m3::test::ConnectLoopback(port)) { REQUIRE(fd_ >= 0); }
   ~Conn() { ::close(fd_); }
 
-  void Send(const std::string& data) {
-    size_t at = 0;
-    while (at < data.size()) {
-      const ssize_t n = ::send(fd_, data.data() + at, data.size() - at, MSG_NOSIGNAL);
-      REQUIRE(n > 0);
-      at += static_cast<size_t>(n);
-    }
-  }
+  void Send(const std::string& data) { REQUIRE(m3::test::SendAll(fd_, data)); }
 
   // Reads until `in()` holds at least `size` bytes, the server closes, or the wait ends.
   bool Fill(size_t size, int wait_ms = kWaitMs) {
     const auto until = Clock::now() + std::chrono::milliseconds(wait_ms);
     while (in_.size() < size && !eof_) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-      pollfd p{fd_, POLLIN, 0};
-      if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
-      char buf[16384];
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) {
-        eof_ = true;
-        break;
-      }
-      in_.append(buf, static_cast<size_t>(n));
+      const m3::test::Received r = m3::test::ReceiveSome(fd_, until, in_);
+      if (r == m3::test::Received::kTimedOut) return false;
+      if (r == m3::test::Received::kClosed) eof_ = true;
     }
     return in_.size() >= size;
   }

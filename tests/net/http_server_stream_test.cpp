@@ -41,15 +41,6 @@ int Connect(uint16_t port) {
   return fd;
 }
 
-void SendAll(int fd, const std::string& data) {
-  size_t at = 0;
-  while (at < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + at, data.size() - at, MSG_NOSIGNAL);
-    REQUIRE(n > 0);
-    at += static_cast<size_t>(n);
-  }
-}
-
 std::string Get(const std::string& target, const std::string& version = "HTTP/1.1") {
   return "GET " + target + " " + version + "\r\nHost: x\r\n\r\n";
 }
@@ -77,7 +68,7 @@ class Client {
     fd_ = -1;
   }
   int fd() const { return fd_; }
-  void Send(const std::string& data) { SendAll(fd_, data); }
+  void Send(const std::string& data) { REQUIRE(m3::test::SendAll(fd_, data)); }
   bool closed() const { return eof_; }
 
   // The next whole response; status 0 when it did not complete (closed or timed out).
@@ -117,18 +108,9 @@ class Client {
 
  private:
   bool Fill(Clock::time_point until) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-    pollfd p{fd_, POLLIN, 0};
-    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
-    char buf[16384];
-    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-    if (n <= 0) {
-      eof_ = true;
-      return true;
-    }
-    in_.append(buf, static_cast<size_t>(n));
-    return true;
+    const m3::test::Received r = m3::test::ReceiveSome(fd_, until, in_);
+    if (r == m3::test::Received::kClosed) eof_ = true;
+    return r != m3::test::Received::kTimedOut;
   }
 
   // Bytes of one complete response at the front of in_, or 0.

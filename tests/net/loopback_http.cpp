@@ -26,16 +26,6 @@ int Remaining(Clock::time_point until) {
   return ms < 0 ? 0 : static_cast<int>(ms);
 }
 
-bool SendAll(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    sent += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 std::string ReasonPhrase(int status) {
   switch (status) {
     case 200:
@@ -52,6 +42,26 @@ std::string ReasonPhrase(int status) {
 }
 
 }  // namespace
+
+bool SendAll(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+Received ReceiveSome(int fd, std::chrono::steady_clock::time_point until, std::string& into) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, Remaining(until)) <= 0) return Received::kTimedOut;
+  char buf[16384];
+  const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  if (n <= 0) return Received::kClosed;
+  into.append(buf, static_cast<size_t>(n));
+  return Received::kData;
+}
 
 LoopbackOrigin::LoopbackOrigin(Route route) : route_(std::move(route)) {
   if (pipe2(stop_pipe_, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -58,6 +59,13 @@ struct HttpReply {
 };
 // A TCP connection to 127.0.0.1:port: its descriptor, or -1 when it cannot connect.
 int ConnectLoopback(uint16_t port);
+
+// Sends all of `data` (no SIGPIPE); false when the peer is gone.
+bool SendAll(int fd, const std::string& data);
+
+// One read of what arrives on fd before `until`, appended to `into`.
+enum class Received { kData, kClosed, kTimedOut };  // kClosed: EOF or a reset
+Received ReceiveSome(int fd, std::chrono::steady_clock::time_point until, std::string& into);
 
 // One request over a fresh connection to 127.0.0.1:port, Connection: close.
 HttpReply HttpCall(uint16_t port, const std::string& method, const std::string& target,
