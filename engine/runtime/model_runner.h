@@ -114,16 +114,20 @@ class ModelRunner {
   // this default samples Execute's logits on the host.
   virtual void ExecuteAndSample(const ForwardBatch& batch, std::span<const SampleRow> rows,
                                 std::vector<SampledToken>& out) {
-    thread_local std::vector<float> logits;
-    thread_local std::unique_ptr<BatchSampler> sampler;
-    Execute(batch, logits);
-    if (!sampler || sampler->vocab() != info().vocab_size)
-      sampler = std::make_unique<BatchSampler>(info().vocab_size);
-    sampler->Sample(logits.data(), rows, out);
+    Execute(batch, host_logits_);
+    if (!host_sampler_ || host_sampler_->vocab() != info().vocab_size)
+      host_sampler_ = std::make_unique<BatchSampler>(info().vocab_size);
+    host_sampler_->Sample(host_logits_.data(), rows, out);
   }
 
   // Applies to the following calls until reset with an empty request.
   virtual void SetCapture(const CaptureRequest& capture) = 0;
+
+ private:
+  // The default ExecuteAndSample's vocabulary-sized buffers, kept between steps (a runner is
+  // stepped by one thread at a time).
+  std::vector<float> host_logits_;
+  std::unique_ptr<BatchSampler> host_sampler_;
 };
 
 struct RunnerOptions {
