@@ -30,8 +30,10 @@ class ParallelRunner : public ModelRunner {
   ParallelRunner(int ranks, const RankRunnerFactory& make, const GroupFailureHooks& hooks)
       : threads_(ranks), ranks_(static_cast<size_t>(ranks)) {
     threads_.SetOnError(hooks.abort, hooks.reset);
-    if (hooks.stuck) threads_.SetOnStuck(hooks.stuck, hooks.stuck_grace);
     threads_.Run([&](int r) { ranks_[static_cast<size_t>(r)] = make(r); });
+    // After loading: a rank that fails to load leaves the others loading (no collective waits
+    // yet), and the failure is reported when they are done.
+    if (hooks.stuck) threads_.SetOnStuck(hooks.stuck, hooks.stuck_grace);
     info_ = ranks_.front()->info();
   }
   ~ParallelRunner() override {
