@@ -49,6 +49,19 @@ void AllowDynamicShared(size_t bytes) {
   }
 }
 
+// The current device's SM count, looked up once per device (launch plans are made per call).
+inline int SmCount() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cached[kDevices] = {};
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 132;
+  if (dev >= 0 && dev < kDevices && (n = cached[dev].load(std::memory_order_relaxed)) > 0) return n;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+    return 132;
+  if (dev >= 0 && dev < kDevices) cached[dev].store(n, std::memory_order_relaxed);
+  return n;
+}
+
 inline unsigned Blocks(int64_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }

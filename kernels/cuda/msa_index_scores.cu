@@ -10,6 +10,7 @@
 #include <cuda_fp8.h>
 
 #include <cfloat>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/msa_index_scores.cuh"
@@ -523,10 +524,18 @@ void IndexScoresDecode(const bf16* index_q, const IndexKeys& keys, const PagedLa
                        int64_t heads, int64_t max_blocks, bool all_rows, float* scores,
                        cudaStream_t stream) {
   if (layout.rows <= 0 || max_blocks <= 0) return;
-  // Runs of key blocks per thread block: short when the step has few rows (one sequence still
-  // fills the GPU: about 800 blocks, two waves of 3 per SM), up to 8 (the pipeline kept full)
-  // when there are many; from the row count and block-table width only.
-  const int64_t want = layout.rows * max_blocks / 800;
+  // Runs of key blocks per thread block, from the row count and block-table width only: about
+  // one wave of resident thread blocks where the work fills it, up to 8 blocks for many rows.
+  // Measured on the H100 at 128K (runs of 1, 2, 3, 4, 8): one sequence is fastest at runs of 3
+  // with bf16 keys (14.4 us; 1024 runs of one block: 16.4 us) and of 2 with FP8 keys (9.2 us;
+  // their stages are half the size, more blocks fit), 32 sequences at runs of 8 (4 for FP8, within
+  // 2%). M3_INDEX_SCAN_RUN overrides it (benchmarking).
+  static const int forced = [] {
+    const char* env = std::getenv("M3_INDEX_SCAN_RUN");
+    return env ? std::atoi(env) : 0;
+  }();
+  const int64_t slots = (keys.fp8() ? 4 : 3) * int64_t{SmCount()};
+  const int64_t want = forced > 0 ? forced : (layout.rows * max_blocks + slots - 1) / slots;
   const int bpc = static_cast<int>(want < 1 ? 1 : want > 8 ? 8 : want);
   const dim3 grid(static_cast<unsigned>(layout.rows), Blocks(max_blocks, bpc));
   if (keys.fp8())

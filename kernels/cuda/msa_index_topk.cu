@@ -5,6 +5,9 @@
 // bin holds exactly the keys still wanted), takes the keys below it and the lowest-indexed
 // equal ones in one ballot pass, and sorts those k by a warp bitonic sort: a few passes over
 // the row, no block barriers, so prefill's hundreds of thousands of selections stay cheap.
+// Few (row, head) pairs (decode) take one thread block each: every warp keeps the 32 smallest
+// (key, block) pairs of its share of the row as a sorted register list (each 32-key batch that
+// can enter is bitonic-sorted and merged in), and the warps' lists merge pairwise in a tree.
 // Larger k or very long block tables: one block per (row, head) bitonic-sorts all (key, block)
 // pairs in shared memory.
 #include "kernels/cuda/msa_index_topk.cuh"
@@ -65,43 +68,69 @@ __device__ __forceinline__ uint32_t AscKey(float v) {
   return static_cast<uint32_t>(SortKey(v, 0) >> 32);
 }
 
+// Bitonic sort of one value per lane across the warp, ascending by lane.
+__device__ __forceinline__ uint64_t WarpSortAscending(uint64_t v, int lane) {
+#pragma unroll
+  for (int size = 2; size <= 32; size <<= 1)
+#pragma unroll
+    for (int j = size >> 1; j > 0; j >>= 1) {
+      const uint64_t other = __shfl_xor_sync(0xffffffffu, v, j);
+      const bool ascending = (lane & size) == 0, lower = (lane & j) == 0;
+      v = (lower == ascending) ? (v < other ? v : other) : (v < other ? other : v);
+    }
+  return v;
+}
+
+// The 32 smallest of two ascending warp lists, ascending: the lane-wise min of a and reversed
+// b is a bitonic sequence holding them, which one bitonic merge sorts.
+__device__ __forceinline__ uint64_t MergeSorted(uint64_t a, uint64_t b, int lane) {
+  const uint64_t rb = __shfl_sync(0xffffffffu, b, 31 - lane);
+  uint64_t v = a < rb ? a : rb;
+#pragma unroll
+  for (int j = 16; j > 0; j >>= 1) {
+    const uint64_t other = __shfl_xor_sync(0xffffffffu, v, j);
+    v = (lane & j) == 0 ? (v < other ? v : other) : (v < other ? other : v);
+  }
+  return v;
+}
+
 constexpr int kRadixWarps = 4;
 constexpr size_t kMaxStagedBytes = 96 * 1024;  // per thread block
 
-// kSplit warps per (row, head): 1 (4 selections per thread block) when the step has many of
-// them (prefill) or rows are short, 8 when it has few long ones (decode), each warp then selecting
-// from an eighth of the row and warp 0 taking the k smallest of their 8 x k candidates. A warp
-// first copies its keys into shared memory (loads unrolled, many in flight), then selects from
-// there.
-template <int kSplit>
-__global__ void __launch_bounds__((kSplit == 1 ? kRadixWarps : kSplit) * 32)
+// The block count of row r (clamped to the layout's bound, never past the workspace).
+__device__ __forceinline__ int RowBlocks(const PagedLayout& L, int64_t r, int64_t block_size,
+                                         int64_t max_blocks) {
+  const int64_t s = L.SeqOf(r), pos = L.PositionOf(s, r);
+  const int64_t nb = pos / block_size + 1;
+  return static_cast<int>(nb < max_blocks ? nb : max_blocks);
+}
+
+// Output slot i of a selection from its ascending packed key: -1 past k and for -inf scores.
+__device__ __forceinline__ int32_t Emitted(int i, int k, uint64_t x) {
+  return i < k && static_cast<uint32_t>(x >> 32) != AscKey(-INFINITY)
+             ? static_cast<int32_t>(x & 0xffffffffu)
+             : -1;
+}
+
+// One warp per (row, head), kRadixWarps per thread block. A warp first copies its keys into
+// shared memory (loads unrolled, many in flight), then selects from there.
+__global__ void __launch_bounds__(kRadixWarps * 32)
     RadixTopKKernel(const float* scores, PagedLayout L, int64_t heads, int64_t block_size,
                     int64_t max_blocks, int64_t topk, int64_t local_blocks, int32_t* selected) {
-  constexpr int kPairs = kRadixWarps / (kSplit < kRadixWarps ? kSplit : kRadixWarps);
-  constexpr int kWarps = kSplit * kPairs;  // warps per thread block
-  __shared__ uint32_t hist[kWarps][256];
-  __shared__ uint64_t cand[kWarps][32];
+  __shared__ uint32_t hist[kRadixWarps][256];
+  __shared__ uint64_t cand[kRadixWarps][32];
   extern __shared__ uint32_t staged[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t g = int64_t{blockIdx.x} * kPairs + warp / kSplit;  // (row, head) pair
-  const int part = warp % kSplit;
-  if (g >= L.rows * heads) return;  // uniform over the warps of a pair
+  const int64_t g = int64_t{blockIdx.x} * kRadixWarps + warp;  // (row, head) pair
+  if (g >= L.rows * heads) return;
   const int64_t r = g / heads, h = g % heads;
-  const int64_t s = L.SeqOf(r), pos = L.PositionOf(s, r);
-  int nb = static_cast<int>(pos / block_size + 1);
-  if (nb > max_blocks) nb = static_cast<int>(max_blocks);
-  const int k = static_cast<int>(topk < nb ? topk : nb);
-  const int chunk = (nb + kSplit - 1) / kSplit;
-  const int base = part * chunk;
-  const int n = nb - base < chunk ? (nb - base > 0 ? nb - base : 0) : chunk;
-  const int kw = k < n ? k : n;                                 // this warp's candidates
-  const int first_local = nb - static_cast<int>(local_blocks);  // clamped at 0 by the compare
+  const int n = RowBlocks(L, r, block_size, max_blocks);
+  const int kw = static_cast<int>(topk < n ? topk : n);
+  const int first_local = n - static_cast<int>(local_blocks);  // clamped at 0 by the compare
   const float* row = scores + (r * heads + h) * max_blocks;
-  const int stride = static_cast<int>((max_blocks + kSplit - 1) / kSplit);
-  uint32_t* mine = staged + warp * stride;
+  uint32_t* mine = staged + warp * max_blocks;
 #pragma unroll 8
-  for (int i = lane; i < n; i += 32)
-    mine[i] = base + i >= first_local ? AscKey(INFINITY) : AscKey(row[base + i]);
+  for (int i = lane; i < n; i += 32) mine[i] = i >= first_local ? AscKey(INFINITY) : AscKey(row[i]);
   __syncwarp();
   const uint32_t lt_mask = (1u << lane) - 1;
 
@@ -177,7 +206,7 @@ __global__ void __launch_bounds__((kSplit == 1 ? kRadixWarps : kSplit) * 32)
     const bool less = i < n && (key & mask) < prefix;
     const bool eq = i < n && (key & mask) == prefix;
     const uint32_t bl = __ballot_sync(0xffffffffu, less), be = __ballot_sync(0xffffffffu, eq);
-    const uint64_t packed = (uint64_t{key} << 32) | static_cast<uint32_t>(base + i);
+    const uint64_t packed = (uint64_t{key} << 32) | static_cast<uint32_t>(i);
     if (less) cand[warp][less_seen + __popc(bl & lt_mask)] = packed;
     if (eq) {
       const int rank = eq_seen + __popc(be & lt_mask);
@@ -187,45 +216,48 @@ __global__ void __launch_bounds__((kSplit == 1 ? kRadixWarps : kSplit) * 32)
     eq_seen += __popc(be);
   }
   __syncwarp();
-  uint64_t v = lane < kw ? cand[warp][lane] : ~uint64_t{0};
-  const uint32_t neg_inf = AscKey(-INFINITY);
-  int32_t* out = selected + (h * L.rows + r) * topk;
-  auto emit = [&](int i, uint64_t x) {
-    out[i] = i < k && static_cast<uint32_t>(x >> 32) != neg_inf
-                 ? static_cast<int32_t>(x & 0xffffffffu)
-                 : -1;
-  };
-  if constexpr (kSplit == 1) {
-    for (int size = 2; size <= 32; size <<= 1)
-      for (int j = size >> 1; j > 0; j >>= 1) {
-        const uint64_t other = __shfl_xor_sync(0xffffffffu, v, j);
-        const bool ascending = (lane & size) == 0, lower = (lane & j) == 0;
-        v = (lower == ascending) ? (v < other ? v : other) : (v < other ? other : v);
-      }
-    if (lane < topk) emit(lane, v);
-  } else {
-    cand[warp][lane] = v;
-    __syncthreads();
-    if (part != 0) return;
-    // Warp 0 of the pair: k rounds of the smallest of the kSplit x 32 candidates.
-    uint64_t mine_c[kSplit];
-#pragma unroll
-    for (int w2 = 0; w2 < kSplit; ++w2) mine_c[w2] = cand[warp + w2][lane];
-    for (int i = 0; i < topk; ++i) {
-      uint64_t best = mine_c[0];
-#pragma unroll
-      for (int w2 = 1; w2 < kSplit; ++w2) best = mine_c[w2] < best ? mine_c[w2] : best;
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        const uint64_t other = __shfl_xor_sync(0xffffffffu, best, o);
-        best = other < best ? other : best;
-      }
-      if (lane == 0) emit(i, best);
-#pragma unroll
-      for (int w2 = 0; w2 < kSplit; ++w2)
-        if (mine_c[w2] == best) mine_c[w2] = ~uint64_t{0};  // packed keys are unique
+  const uint64_t v = WarpSortAscending(lane < kw ? cand[warp][lane] : ~uint64_t{0}, lane);
+  if (lane < topk) selected[(h * L.rows + r) * topk + lane] = Emitted(lane, kw, v);
+}
+
+constexpr int kMergeWarps = 16;
+
+// One thread block of kMergeWarps warps per (row, head), for steps with few of them (decode).
+// Warp w takes the row's 32-key batches w, w + kMergeWarps, ...; a batch is sorted and merged
+// into the warp's list only when one of its keys beats the list's 32nd (after the first few
+// batches of a long row, most are skipped). Exact: each list always holds the 32 smallest keys
+// its warp has seen, so the tree of merges ends with the row's 32 smallest.
+__global__ void __launch_bounds__(kMergeWarps * 32)
+    MergeTopKKernel(const float* scores, PagedLayout L, int64_t heads, int64_t block_size,
+                    int64_t max_blocks, int64_t topk, int64_t local_blocks, int32_t* selected) {
+  __shared__ uint64_t lists[kMergeWarps][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t r = blockIdx.x, h = blockIdx.y;
+  const int nb = RowBlocks(L, r, block_size, max_blocks);
+  const int first_local = nb - static_cast<int>(local_blocks);
+  const float* row = scores + (r * heads + h) * max_blocks;
+  uint64_t list = ~uint64_t{0};
+  for (int b0 = warp * 32; b0 < nb; b0 += kMergeWarps * 32) {
+    const int i = b0 + lane;
+    uint64_t x = ~uint64_t{0};
+    if (i < nb) {
+      const uint32_t key = i >= first_local ? AscKey(INFINITY) : AscKey(row[i]);
+      x = (uint64_t{key} << 32) | static_cast<uint32_t>(i);
     }
+    const uint64_t worst = __shfl_sync(0xffffffffu, list, 31);
+    if (!__any_sync(0xffffffffu, x < worst)) continue;
+    list = MergeSorted(list, WarpSortAscending(x, lane), lane);
   }
+  lists[warp][lane] = list;
+  __syncthreads();
+  for (int half = kMergeWarps / 2; half > 0; half >>= 1) {
+    if (warp < half) list = MergeSorted(list, lists[warp + half][lane], lane);
+    __syncthreads();
+    if (warp < half) lists[warp][lane] = list;
+    __syncthreads();
+  }
+  const int k = static_cast<int>(topk < nb ? topk : nb);
+  if (warp == 0 && lane < topk) selected[(h * L.rows + r) * topk + lane] = Emitted(lane, k, list);
 }
 
 }  // namespace
@@ -240,18 +272,16 @@ void IndexTopK(const float* scores, const PagedLayout& layout, int64_t heads, in
                              std::to_string(kMaxBlocks));
   const size_t staged_bytes = static_cast<size_t>(kRadixWarps * max_blocks) * sizeof(uint32_t);
   if (topk <= 32 && staged_bytes <= kMaxStagedBytes) {
-    AllowDynamicShared<RadixTopKKernel<1>>(kMaxStagedBytes);
-    AllowDynamicShared<RadixTopKKernel<8>>(kMaxStagedBytes);
     const int64_t pairs = layout.rows * heads;
-    // Split rows only when they are long and few (128K decode at batch 32: top-k 12.3 -> 8.6 us;
-    // at 8K the merge costs more than it saves).
-    if (pairs >= 512 || max_blocks < 512) {
-      RadixTopKKernel<1><<<Blocks(pairs, kRadixWarps), kRadixWarps * 32, staged_bytes, stream>>>(
+    // A thread block per pair when they are few (decode; 128K at batch 1 took 7.8 us with a
+    // radix select split over 8 warps), a warp per pair when there are many (prefill).
+    if (pairs < 512) {
+      const dim3 grid(static_cast<unsigned>(layout.rows), static_cast<unsigned>(heads));
+      MergeTopKKernel<<<grid, kMergeWarps * 32, 0, stream>>>(
           scores, layout, heads, block_size, max_blocks, topk, local_blocks, selected);
     } else {
-      // 8 warps per pair, an eighth of the row each: the same staged bytes per thread block.
-      const size_t bytes = static_cast<size_t>(8 * ((max_blocks + 7) / 8)) * sizeof(uint32_t);
-      RadixTopKKernel<8><<<static_cast<unsigned>(pairs), 8 * 32, bytes, stream>>>(
+      AllowDynamicShared<RadixTopKKernel>(kMaxStagedBytes);
+      RadixTopKKernel<<<Blocks(pairs, kRadixWarps), kRadixWarps * 32, staged_bytes, stream>>>(
           scores, layout, heads, block_size, max_blocks, topk, local_blocks, selected);
     }
     CheckLaunch("IndexTopK");

@@ -5,7 +5,6 @@
 #include "kernels/cuda/paged_decode_attention.cuh"
 
 #include <algorithm>
-#include <atomic>
 
 #include "kernels/cuda/attention_tile.cuh"
 
@@ -16,6 +15,7 @@ constexpr int kWarps = 4;
 constexpr int kBN = 16;  // keys per warp tile
 constexpr int kStages = 3;
 constexpr int64_t kRound = kWarps * kBN;  // keys a CTA covers per pipeline step
+constexpr int kMaxSparseTopk = 64;        // selection slots a CTA stages
 
 template <int D>
 constexpr size_t SmemBytes() {
@@ -46,20 +46,39 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   const int64_t r = blockIdx.x, g = blockIdx.y, c = blockIdx.z;
   const int64_t hq = a.dims.num_q_heads, hkv = a.dims.num_kv_heads, G = hq / hkv;
   const int64_t s = a.layout.SeqOf(r), pos = a.layout.PositionOf(s, r);
-  int64_t lo = 0, hi = 0;
-  if (a.selected == nullptr) {
-    lo = c * a.chunk;
-    hi = min(lo + a.chunk, pos + 1);
-  } else {
-    const int32_t* sel = a.selected + (g * a.layout.rows + r) * a.topk;
-    const int32_t b = sel[c];
-    bool skip = b < 0;
-    for (int64_t p = 0; p < c && !skip; ++p) skip = sel[p] == b;
-    if (!skip) {
-      lo = int64_t{b} * a.block_size;
-      hi = min(lo + a.block_size, pos + 1);
+  // Sparse: the split covers [lo, hi) of the row's virtual key list, the selected blocks laid
+  // end to end (slot i holds keys [i * block_size, (i + 1) * block_size)); empty and repeated
+  // slots and keys past pos are masked. Dense: [lo, hi) are keys.
+  __shared__ int32_t blocks[kMaxSparseTopk];
+  const bool sparse = a.selected != nullptr;
+  const int64_t lo = c * a.chunk;
+  int64_t hi = 0;
+  if (sparse) {
+    // Staged, then repeats cleared from shared memory (one global load per slot).
+    __shared__ int32_t raw[kMaxSparseTopk];
+    const int t = static_cast<int>(threadIdx.x);
+    if (t < a.topk) raw[t] = a.selected[(g * a.layout.rows + r) * a.topk + t];
+    __syncthreads();
+    if (t < a.topk) {
+      int32_t b = raw[t];
+      for (int p = 0; p < t && b >= 0; ++p)
+        if (raw[p] == b) b = -1;
+      blocks[t] = b;
     }
+    __syncthreads();
+    hi = min(lo + a.chunk, a.topk * a.block_size);
+  } else {
+    hi = min(lo + a.chunk, pos + 1);
   }
+  const int bs = static_cast<int>(a.block_size);
+  // The key behind virtual index j of this split, -1 when masked.
+  auto key_of = [&](int64_t j) -> int64_t {
+    if (j >= hi) return -1;
+    if (!sparse) return j;
+    const int32_t v = static_cast<int32_t>(j), b = blocks[v / bs];
+    const int64_t key = int64_t{b} * bs + v % bs;
+    return b >= 0 && key <= pos ? key : -1;
+  };
 
   const int g8 = lane >> 2;
   const bf16* qg = a.q + (r * hq + g * G) * D;
@@ -75,13 +94,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     bf16* sk = tiles + st * 2 * kBN * D;
     bf16* sv = sk + kBN * D;
     constexpr int kChunks = D / 8;
-    // Lane l looks up key l's slot once; the copy loop takes it by shuffle.
-    const int64_t mine = j0 + lane < hi && lane < kBN ? attn::SlotOf(a.layout, s, j0 + lane) : 0;
+    // Lane l looks up key l's slot once (-1: masked); the copy loop takes it by shuffle.
+    const int64_t key_l = lane < kBN ? key_of(j0 + lane) : -1;
+    const int64_t mine = key_l >= 0 ? attn::SlotOf(a.layout, s, key_l) : -1;
 #pragma unroll
     for (int i = lane; i < kBN * kChunks; i += 32) {
       const int key = i / kChunks, ch = i % kChunks;
       const int64_t slot = __shfl_sync(0xffffffffu, mine, key);
-      const bool ok = j0 + key < hi;
+      const bool ok = slot >= 0;
       const int64_t off = ok ? slot * stride + ch * 8 : 0;
       attn::CpAsync16(sk + attn::TileOffset<D>(key, ch), kg + off, ok);
       attn::CpAsync16(sv + attn::TileOffset<D>(key, ch), vg + off, ok);
@@ -101,10 +121,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     attn::CpAsyncCommit();
     attn::CpAsyncWait<kStages - 1>();
     __syncwarp();
-    const int n = static_cast<int>(min(hi - j0, int64_t{kBN}));
+    const uint32_t live = __ballot_sync(0xffffffffu, lane < kBN && key_of(j0 + lane) >= 0);
     const bf16* sk = tiles + st * 2 * kBN * D;
     attn::AttendTile<D, kBN>(
-        w, sk, sk + kBN * D, a.scale_log2, [&](int, int key) { return key < n; }, lane);
+        w, sk, sk + kBN * D, a.scale_log2, [&](int, int key) { return (live >> key) & 1u; }, lane);
     __syncwarp();
   }
   attn::CpAsyncWait<0>();
@@ -158,35 +178,38 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
 }
 
 // Merges the splits of one (row, q head): out = sum_c 2^(m_c - M) o_c / sum_c 2^(m_c - M) l_c.
+// The split weights are made once per head in shared memory by the whole block, and each
+// thread's channel sum keeps several partial loads in flight: a batch-1 decode has 32 to 64
+// splits, and a split-serial loop of dependent loads took most of the attention's time there.
 __global__ void CombineKernel(const float* part, const float* ml, int64_t splits, int64_t dim,
                               bf16* out) {
+  extern __shared__ float weight[];  // [splits]
+  __shared__ float scratch[32];
   const int64_t head = blockIdx.x;
   const float* m = ml + head * splits * 2;
+  float mx = -INFINITY;
+  for (int64_t c = threadIdx.x; c < splits; c += blockDim.x) mx = fmaxf(mx, m[2 * c]);
+  mx = WarpMax(mx);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = mx;
+  __syncthreads();
   float M = -INFINITY;
-  for (int64_t c = 0; c < splits; ++c) M = fmaxf(M, m[2 * c]);
-  float L = 0.0f;
-  if (M != -INFINITY)
-    for (int64_t c = 0; c < splits; ++c) L += exp2f(m[2 * c] - M) * m[2 * c + 1];
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) M = fmaxf(M, scratch[w]);
+  __syncthreads();  // scratch is reused by BlockSum
+  float l = 0.0f;
+  for (int64_t c = threadIdx.x; c < splits; c += blockDim.x) {
+    const float f = M == -INFINITY ? 0.0f : exp2f(m[2 * c] - M);
+    weight[c] = f;
+    l += f * m[2 * c + 1];
+  }
+  const float L = BlockSum(l, scratch);  // its barriers also publish weight[]
   const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  const float* p = part + head * splits * dim;
   for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
     float O = 0.0f;
-    if (M != -INFINITY)
-      for (int64_t c = 0; c < splits; ++c)
-        O += exp2f(m[2 * c] - M) * part[(head * splits + c) * dim + d];
+#pragma unroll 8
+    for (int64_t c = 0; c < splits; ++c) O += weight[c] * p[c * dim + d];
     out[head * dim + d] = __float2bfloat16(O * inv);
   }
-}
-
-// Per device, looked up once: the plan is made on every call.
-int SmCount() {
-  static std::atomic<int> cached[64];
-  int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-  if (dev < 64 && (n = cached[dev].load(std::memory_order_relaxed)) > 0) return n;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-    return 132;
-  if (dev < 64) cached[dev].store(n, std::memory_order_relaxed);
-  return n;
 }
 
 template <int D>
@@ -198,8 +221,8 @@ void Launch(const Args& a, int64_t num_decodes, cudaStream_t stream) {
                   static_cast<unsigned>(a.splits));
   DecodeKernel<D><<<grid, kWarps * 32, smem, stream>>>(a);
   if (a.splits > 1) {
-    CombineKernel<<<static_cast<unsigned>(num_decodes * a.dims.num_q_heads), 128, 0, stream>>>(
-        a.part, a.ml, a.splits, D, a.out);
+    CombineKernel<<<static_cast<unsigned>(num_decodes * a.dims.num_q_heads), D,
+                    a.splits * sizeof(float), stream>>>(a.part, a.ml, a.splits, D, a.out);
   }
 }
 
@@ -213,11 +236,14 @@ bool TensorCoreAttentionSupported(const AttentionDims& dims) {
 
 DecodePlan PlanDecode(int64_t num_decodes, int64_t max_keys, const AttentionDims& dims,
                       int64_t topk) {
-  if (topk > 0) return {topk, 0};
   // One wave of two CTAs per SM (each holds 96 KiB of tiles) over the whole grid, in whole
   // pipeline rounds; more rows than that keep one split.
   const int64_t ctas = std::max<int64_t>(1, num_decodes * dims.num_kv_heads);
   const int64_t want = std::max<int64_t>(1, 2 * SmCount() / ctas);
+  // Sparse: the split count only (the launch sizes the splits from the block size), at most
+  // two per selected block: at batch 1 a 128-key block is two CTAs, at batch 32 a CTA streams
+  // eight blocks through its pipeline.
+  if (topk > 0) return {std::min(want, 2 * topk), 0};
   const int64_t rounds = std::max<int64_t>(1, (max_keys + kRound - 1) / kRound);
   const int64_t per = (rounds + std::min(want, rounds) - 1) / std::min(want, rounds);
   const int64_t chunk = per * kRound;
@@ -237,7 +263,22 @@ void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_page
                           const DecodePlan& plan, float* workspace, bf16* out,
                           cudaStream_t stream) {
   if (num_decodes <= 0) return;
-  const int64_t parts = num_decodes * dims.num_q_heads * plan.splits;
+  if (selected != nullptr && (topk > kMaxSparseTopk || block_size <= 0))
+    throw std::runtime_error("paged decode attention: top-k of " + std::to_string(topk) +
+                             " blocks of " + std::to_string(block_size) +
+                             " keys is not supported (at most 64 blocks)");
+  DecodePlan p = plan;
+  if (selected != nullptr) {
+    // The planned split count over topk * block_size virtual keys, in whole rounds; never more
+    // splits than planned (the workspace was sized for those).
+    const int64_t total = topk * block_size;
+    const int64_t rounds = (total + kRound - 1) / kRound;
+    const int64_t per =
+        (rounds + std::min(plan.splits, rounds) - 1) / std::min(plan.splits, rounds);
+    p.chunk = per * kRound;
+    p.splits = (total + p.chunk - 1) / p.chunk;
+  }
+  const int64_t parts = num_decodes * dims.num_q_heads * p.splits;
   Args a{q,
          k_pages,
          v_pages,
@@ -246,8 +287,8 @@ void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_page
          selected,
          topk,
          block_size,
-         plan.chunk,
-         plan.splits,
+         p.chunk,
+         p.splits,
          dims.scale * attn::kLog2e,
          workspace,
          workspace ? workspace + parts * dims.head_dim : nullptr,

@@ -211,12 +211,19 @@ Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_p
   auto topk = [&] {
     kc::IndexTopK(scores, layout, kIdxHeads, kBlock, max_blocks, kTopK, 1, sel.as<int32_t>(), st);
   };
+  // Split-K partials in a workspace made once, as the engine's step workspace holds them (without
+  // one, every call allocates from the stream's pool).
+  const size_t sparse_ws = kc::PagedAttentionWorkspaceBytes(layout, dims, kTopK);
+  const size_t dense_ws = kc::PagedAttentionWorkspaceBytes(layout, dims, 0);
+  Buf attn_ws(std::max(sparse_ws, dense_ws));
   auto sparse = [&] {
     kc::PagedBlockSparseAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims,
-                                  sel.as<int32_t>(), kTopK, kBlock, out.as<bf16>(), st);
+                                  sel.as<int32_t>(), kTopK, kBlock, out.as<bf16>(), st,
+                                  {attn_ws.p, sparse_ws});
   };
   auto dense = [&] {
-    kc::PagedAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims, out.as<bf16>(), st);
+    kc::PagedAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims, out.as<bf16>(), st,
+                       {attn_ws.p, dense_ws});
   };
   if (!prefill) {
     res.scan_bf16 = Graph(scan16, st);

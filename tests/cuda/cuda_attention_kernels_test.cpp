@@ -245,6 +245,16 @@ TEST_CASE("split-K decode attention matches the CPU twin, dense and block-sparse
   // A single decode with a table much wider than its context (splits past the end are empty).
   RunCase("decode 300 in a 64K-wide table, dense", MakeStep({{300, 1}}, 64, 1024, 9), kReal, 0, 128,
           300);
+  // Sparse splits over the selected blocks laid end to end: one decode (each 128-key block two
+  // splits), blocks of 32 keys (a pipeline round spans two), and 80 decodes (one split each,
+  // written without partials).
+  RunCase("decode 20000 alone, top-16 of 128", MakeStep({{20000, 1}}, 128, 0, 14), kReal, 16, 128,
+          301);
+  RunCase("decode x8, page 16, top-6 of 32-key blocks", MakeStep(decodes, 16, 0, 15), kReal, 6, 32,
+          302);
+  std::vector<std::pair<int32_t, int32_t>> many;
+  for (int i = 0; i < 80; ++i) many.push_back({(i * 7919) % 9000, 1});
+  RunCase("decode x80, top-16 of 128", MakeStep(many, 128, 0, 16), kReal, 16, 128, 303);
 }
 
 TEST_CASE("tensor-core prefill attention matches the CPU twin, dense and block-sparse") {
