@@ -22,9 +22,12 @@ __device__ __forceinline__ void Unpack8(const uint4& v, float f[8]) {
 // rows (shared memory, rows n8 columns apart), lane-partial sums (the caller reduces over the
 // warp). Each lane takes columns lane, lane + 32, ...; kUnroll loads per row are issued before
 // any is used, so enough bytes are in flight to keep HBM busy.
+// xs rows are xs_stride columns apart (n8 when the rows are staged whole; more when the caller
+// dots a slice of them).
 template <int NW, int MC>
 __device__ __forceinline__ void DotRows(const uint4* const (&w)[NW], const uint4* xs, int64_t n8,
-                                        float (&acc)[NW][MC]) {
+                                        float (&acc)[NW][MC], int64_t xs_stride = -1) {
+  if (xs_stride < 0) xs_stride = n8;
   constexpr int kUnroll = 4;
   const int lane = threadIdx.x & 31;
   for (int64_t c0 = lane; c0 < n8; c0 += 32 * kUnroll) {
@@ -45,7 +48,7 @@ __device__ __forceinline__ void DotRows(const uint4* const (&w)[NW], const uint4
 #pragma unroll
       for (int p = 0; p < MC; ++p) {
         float fx[8];
-        Unpack8(xs[p * n8 + c], fx);
+        Unpack8(xs[p * xs_stride + c], fx);
 #pragma unroll
         for (int r = 0; r < NW; ++r)
 #pragma unroll

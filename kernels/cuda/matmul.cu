@@ -4,6 +4,7 @@
 // 6144-wide projections); the bias is a separate row pass.
 #include "kernels/cuda/matmul.cuh"
 
+#include <algorithm>
 #include <climits>
 
 #include "kernels/cuda/bf16x8.cuh"
@@ -62,8 +63,80 @@ __global__ void __launch_bounds__(32 * kGemvWarps)
   }
 }
 
+// The same for outputs too few to fill the GPU one warp each (the MoE router's 128): one block
+// per output column, its warps splitting k, so each warp's loads are a single pass.
+template <int MC, typename Y>
+__device__ __forceinline__ void SplitRows(const uint4* wr, const uint4* xs, int64_t k8, int64_t r0,
+                                          int64_t col, int64_t n, float* part, Y* y) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int64_t per = (k8 + kGemvWarps - 1) / kGemvWarps, c0 = warp * per;
+  const int64_t len = c0 < k8 ? (k8 - c0 < per ? k8 - c0 : per) : 0;
+  float acc[1][MC] = {};
+  const uint4* const w[1] = {wr + c0};
+  DotRows<1, MC>(w, xs + c0, len, acc, k8);
+#pragma unroll
+  for (int r = 0; r < MC; ++r) {
+    const float v = WarpSum(acc[0][r]);
+    if (lane == 0) part[warp * kGemvRowsPerPass + r] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < MC) {
+    float t = 0.0f;
+    for (int i = 0; i < kGemvWarps; ++i) t += part[i * kGemvRowsPerPass + threadIdx.x];
+    Store(y, (r0 + threadIdx.x) * n + col, t);
+  }
+}
+
+template <typename Y>
+__global__ void __launch_bounds__(32 * kGemvWarps)
+    GemvSplitKernel(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, Y* y) {
+  extern __shared__ uint4 xs[];  // [kGemvRowsPerPass, k / 8]
+  __shared__ float part[kGemvWarps * kGemvRowsPerPass];
+  const int64_t col = blockIdx.x, k8 = k / 8;
+  const uint4* wr = reinterpret_cast<const uint4*>(w + col * k);
+  for (int64_t r0 = 0; r0 < m; r0 += kGemvRowsPerPass) {
+    const int mr = static_cast<int>(m - r0 < kGemvRowsPerPass ? m - r0 : kGemvRowsPerPass);
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < mr * k8; i += blockDim.x)
+      xs[i] = reinterpret_cast<const uint4*>(x + r0 * k)[i];
+    __syncthreads();
+    switch (mr) {
+      case 1:
+        SplitRows<1>(wr, xs, k8, r0, col, n, part, y);
+        break;
+      case 2:
+        SplitRows<2>(wr, xs, k8, r0, col, n, part, y);
+        break;
+      case 3:
+        SplitRows<3>(wr, xs, k8, r0, col, n, part, y);
+        break;
+      default:
+        SplitRows<4>(wr, xs, k8, r0, col, n, part, y);
+    }
+  }
+}
+
+// Outputs below which the split kernel is used: fewer than about four warps per SM.
+constexpr int64_t kSplitBelow = 512;
+
+// Input rows staged per block: at most 96 KiB (four rows of 12288; the 8192-wide o_proj at
+// batch 1 stages 16 KiB).
+constexpr size_t kMaxStagedBytes = 96 * 1024;
+
+size_t StagedBytes(int64_t m, int64_t k) {
+  return static_cast<size_t>(std::min<int64_t>(m, kGemvRowsPerPass) * k * 2);
+}
+
 bool GemvFits(int64_t m, int64_t k) {
-  return m <= kGemvMaxRows && k % 8 == 0 && k * 2 * kGemvRowsPerPass <= 48 * 1024;
+  return m <= kGemvMaxRows && k % 8 == 0 && StagedBytes(m, k) <= kMaxStagedBytes;
+}
+
+template <auto Kernel, typename Y>
+void LaunchGemv(unsigned blocks, size_t smem, const bf16* x, int64_t m, int64_t k, const bf16* w,
+                int64_t n, Y* y, cudaStream_t stream) {
+  // The split kernel's static partial sums count against the same 48 KiB default.
+  if (smem + 1024 > 48 * 1024) AllowDynamicShared<Kernel>(smem);
+  Kernel<<<blocks, 32 * kGemvWarps, smem, stream>>>(x, m, k, w, n, y);
 }
 
 }  // namespace
@@ -75,11 +148,18 @@ void Linear(cublasHandle_t handle, const bf16* x, int64_t m, int64_t k, const bf
     throw std::runtime_error("Linear: dimensions beyond cuBLAS's int range");
   if (GemvFits(m, k)) {
     const unsigned blocks = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
-    const size_t smem = kGemvRowsPerPass * k * 2;
-    if (yt == ElemType::kF32)
-      GemvKernel<<<blocks, 32 * kGemvWarps, smem, stream>>>(x, m, k, w, n, static_cast<float*>(y));
+    const unsigned split_blocks = static_cast<unsigned>(n);
+    const size_t smem = StagedBytes(m, k);  // only the rows there are: more blocks per SM
+    float* yf = static_cast<float*>(y);
+    bf16* yb = static_cast<bf16*>(y);
+    if (n < kSplitBelow && yt == ElemType::kF32)
+      LaunchGemv<GemvSplitKernel<float>>(split_blocks, smem, x, m, k, w, n, yf, stream);
+    else if (n < kSplitBelow)
+      LaunchGemv<GemvSplitKernel<bf16>>(split_blocks, smem, x, m, k, w, n, yb, stream);
+    else if (yt == ElemType::kF32)
+      LaunchGemv<GemvKernel<float>>(blocks, smem, x, m, k, w, n, yf, stream);
     else
-      GemvKernel<<<blocks, 32 * kGemvWarps, smem, stream>>>(x, m, k, w, n, static_cast<bf16*>(y));
+      LaunchGemv<GemvKernel<bf16>>(blocks, smem, x, m, k, w, n, yb, stream);
     CheckLaunch("Linear (GEMV)");
     if (bias) AddBias(y, yt, bias, m, n, stream);
     return;

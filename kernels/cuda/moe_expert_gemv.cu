@@ -2,7 +2,7 @@
 // two GEMV kernels over a grid of (output rows, groups), sized by the picks' upper bound on the
 // groups; blocks beyond the step's group count exit at once. Each warp owns output rows and
 // streams their weights with 16-byte loads, the group's input rows staged in shared memory in
-// chunks of kChunk picks (later chunks re-read the block's weight rows from L2).
+// chunks of up to kChunk picks (later chunks re-read the block's weight rows from L2).
 #include "kernels/cuda/moe_expert_gemv.cuh"
 
 #include <string>
@@ -123,18 +123,18 @@ __device__ __forceinline__ void DownRows(const uint4* wd, const uint4* as, int64
 // act[slot, c] = SwiGLU-OAI(gate row c . x, up row c . x) for the slots of group blockIdx.y.
 __global__ void __launch_bounds__(kThreads)
     GateUpKernel(const bf16* x, const bf16* gate_up, int64_t H, int64_t I, int64_t topk,
-                 float alpha, float limit, Scratch s) {
+                 float alpha, float limit, int chunk, Scratch s) {
   const int g = blockIdx.y;
   if (g >= *s.num_groups) return;
-  extern __shared__ uint4 xs[];  // [kChunk, H / 8]
+  extern __shared__ uint4 xs[];  // [chunk, H / 8]
   const int warp = threadIdx.x / 32;
   const int64_t e = s.group_expert[g], c = int64_t{blockIdx.x} * kWarps + warp;
   const int g0 = s.group_start[g], g1 = s.group_start[g + 1];
   const uint4* wg = reinterpret_cast<const uint4*>(gate_up + (e * 2 * I + c) * H);
   const uint4* wu = reinterpret_cast<const uint4*>(gate_up + (e * 2 * I + I + c) * H);
   const int64_t n8 = H / 8;
-  for (int s0 = g0; s0 < g1; s0 += kChunk) {
-    const int mc = min(kChunk, g1 - s0);
+  for (int s0 = g0; s0 < g1; s0 += chunk) {
+    const int mc = min(chunk, g1 - s0);
     __syncthreads();
     Stage(x, H, s.pick_of_slot, topk, s0, mc, true, xs);
     __syncthreads();
@@ -158,17 +158,17 @@ __global__ void __launch_bounds__(kThreads)
 
 // ys[slot, h] = down row h . act[slot] for the slots of group blockIdx.y.
 __global__ void __launch_bounds__(kThreads)
-    DownKernel(const bf16* down, int64_t H, int64_t I, Scratch s, float* ys) {
+    DownKernel(const bf16* down, int64_t H, int64_t I, int chunk, Scratch s, float* ys) {
   const int g = blockIdx.y;
   if (g >= *s.num_groups) return;
-  extern __shared__ uint4 as[];  // [kChunk, I / 8]
+  extern __shared__ uint4 as[];  // [chunk, I / 8]
   const int warp = threadIdx.x / 32;
   const int64_t e = s.group_expert[g], h = int64_t{blockIdx.x} * kWarps + warp;
   const int g0 = s.group_start[g], g1 = s.group_start[g + 1];
   const uint4* wd = reinterpret_cast<const uint4*>(down + (e * H + h) * I);
   const int64_t n8 = I / 8;
-  for (int s0 = g0; s0 < g1; s0 += kChunk) {
-    const int mc = min(kChunk, g1 - s0);
+  for (int s0 = g0; s0 < g1; s0 += chunk) {
+    const int mc = min(chunk, g1 - s0);
     __syncthreads();
     Stage(s.act, I, nullptr, 1, s0, mc, false, as);
     __syncthreads();
@@ -226,14 +226,18 @@ void MoeExpertGemv(const bf16* x, int64_t rows, const int32_t* ids, const bf16* 
       ids, static_cast<int>(picks), static_cast<int>(d.experts), s, slot_of_pick);
   CheckLaunch("MoeExpertGemv grouping");
   const unsigned max_groups = static_cast<unsigned>(picks < d.experts ? picks : d.experts);
-  const size_t gu_smem = kChunk * d.hidden * 2, down_smem = kChunk * d.inter * 2;
+  // Routing picks an expert at most once per token, so a group rarely holds more picks than the
+  // step has rows: stage that many per pass (less shared memory, more resident blocks at batch
+  // 1); a larger group (repeated ids) takes more passes.
+  const int chunk = static_cast<int>(rows < kChunk ? rows : kChunk);
+  const size_t gu_smem = chunk * d.hidden * 2, down_smem = chunk * d.inter * 2;
   AllowSharedBytes(GateUpKernel, gu_smem);
   AllowSharedBytes(DownKernel, down_smem);
   GateUpKernel<<<dim3(Blocks(d.inter, kWarps), max_groups), kThreads, gu_smem, stream>>>(
-      x, gate_up, d.hidden, d.inter, d.topk, d.alpha, d.limit, s);
+      x, gate_up, d.hidden, d.inter, d.topk, d.alpha, d.limit, chunk, s);
   CheckLaunch("MoeExpertGemv gate_up");
   DownKernel<<<dim3(Blocks(d.hidden, kWarps), max_groups), kThreads, down_smem, stream>>>(
-      down, d.hidden, d.inter, s, ys);
+      down, d.hidden, d.inter, chunk, s, ys);
   CheckLaunch("MoeExpertGemv down");
 }
 

@@ -37,28 +37,46 @@ namespace {
 
 constexpr int kMaxTopk = 32;
 
-// pick_slot: the row of ys holding each pick's output; null: pick p is row p.
-__global__ void UnpermuteKernel(const float* ys, const int32_t* pick_slot, const int32_t* ids,
-                                const void* weights, ElemType wt, int64_t K, int64_t H, float scale,
-                                bf16* out) {
-  const int64_t r = blockIdx.x;
-  int order[kMaxTopk];
-  for (int j = 0; j < K; ++j) order[j] = j;
-  for (int a = 1; a < K; ++a)  // insertion sort by expert id
-    for (int b = a; b > 0 && ids[r * K + order[b]] < ids[r * K + order[b - 1]]; --b) {
-      const int t = order[b];
-      order[b] = order[b - 1];
-      order[b - 1] = t;
+// pick_slot: the row of ys holding each pick's output; null: pick p is row p. Grid (column
+// blocks, rows): the row's picks are put in expert order once per block (the order the CPU twin
+// sums in: by expert id, stable), then each thread sums its column over them, all loads in
+// flight together (one block per row looping over 6144 columns took 23 us at batch 1).
+constexpr int kUnpermuteThreads = 256;
+
+__global__ void __launch_bounds__(kUnpermuteThreads)
+    UnpermuteKernel(const float* ys, const int32_t* pick_slot, const int32_t* ids,
+                    const void* weights, ElemType wt, int64_t K, int64_t H, float scale,
+                    bf16* out) {
+  __shared__ int64_t slot_of[kMaxTopk];
+  __shared__ float weight_of[kMaxTopk];
+  const int64_t r = blockIdx.y;
+  if (threadIdx.x < K) {
+    const int j = static_cast<int>(threadIdx.x);
+    const int32_t e = ids[r * K + j];
+    int rank = 0;
+    for (int q = 0; q < K; ++q) {
+      const int32_t eq = ids[r * K + q];
+      rank += eq < e || (eq == e && q < j);
     }
-  for (int64_t c = threadIdx.x; c < H; c += blockDim.x) {
-    float routed = 0.0f;
-    for (int i = 0; i < K; ++i) {
-      const int j = order[i];
-      const int64_t slot = pick_slot ? int64_t{pick_slot[r * K + j]} : r * K + j;
-      routed += ys[slot * H + c] * LoadAny(weights, wt, r * K + j);
-    }
-    out[r * H + c] = __float2bfloat16(routed * scale + __bfloat162float(out[r * H + c]));
+    slot_of[rank] = pick_slot ? int64_t{pick_slot[r * K + j]} : r * K + j;
+    weight_of[rank] = LoadAny(weights, wt, r * K + j);
   }
+  __syncthreads();
+  const int64_t c = int64_t{blockIdx.x} * kUnpermuteThreads + threadIdx.x;
+  if (c >= H) return;
+  float routed = 0.0f;
+#pragma unroll 8
+  for (int i = 0; i < K; ++i) routed += ys[slot_of[i] * H + c] * weight_of[i];
+  out[r * H + c] = __float2bfloat16(routed * scale + __bfloat162float(out[r * H + c]));
+}
+
+void Unpermute(const float* ys, const int32_t* pick_slot, const int32_t* ids, const void* weights,
+               ElemType wt, int64_t rows, int64_t K, int64_t H, float scale, bf16* out,
+               cudaStream_t stream) {
+  const dim3 grid(Blocks(H, kUnpermuteThreads), static_cast<unsigned>(rows));
+  UnpermuteKernel<<<grid, kUnpermuteThreads, 0, stream>>>(ys, pick_slot, ids, weights, wt, K, H,
+                                                          scale, out);
+  CheckLaunch("MoeGroupedExperts un-permutation");
 }
 
 void Check(cudaError_t e, const char* what) {
@@ -274,9 +292,7 @@ void PerPickExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const in
   SwigluOai(gu, picks, I, d.alpha, d.limit, act, stream);
   BatchedGemv(handle, ptrs + 3 * picks, ptrs + 4 * picks,
               const_cast<void* const*>(ptrs + 5 * picks), H, I, CUDA_R_32F, picks);
-  UnpermuteKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(ys, nullptr, ids, weights,
-                                                                   weights_t, K, H, d.scale, out);
-  CheckLaunch("MoeGroupedExperts un-permutation");
+  Unpermute(ys, nullptr, ids, weights, weights_t, rows, K, H, d.scale, out, stream);
 }
 
 void GemvExperts(const bf16* x, int64_t rows, const int32_t* ids, const void* weights,
@@ -289,9 +305,7 @@ void GemvExperts(const bf16* x, int64_t rows, const int32_t* ids, const void* we
   int32_t* slot_of_pick = reinterpret_cast<int32_t*>(scratch.get() + l.own);
   float* ys = reinterpret_cast<float*>(scratch.get() + l.own + l.slots);
   MoeExpertGemv(x, rows, ids, gate_up, down, gd, scratch.get(), ys, slot_of_pick, stream);
-  UnpermuteKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(ys, slot_of_pick, ids, weights,
-                                                                   weights_t, K, H, d.scale, out);
-  CheckLaunch("MoeGroupedExperts un-permutation");
+  Unpermute(ys, slot_of_pick, ids, weights, weights_t, rows, K, H, d.scale, out, stream);
 }
 
 }  // namespace
@@ -455,9 +469,7 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
                   const_cast<void* const*>(dev_ptrs + 5 * G), H, cap, I, CUDA_R_32F, G);
     else
       loop(act, I, down, H, ys, ElemType::kF32);
-    UnpermuteKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(
-        ys, dev_index + slots, ids, weights, weights_t, K, H, d.scale, out);
-    CheckLaunch("MoeGroupedExperts un-permutation");
+    Unpermute(ys, dev_index + slots, ids, weights, weights_t, rows, K, H, d.scale, out, stream);
   } catch (...) {
     cudaFreeAsync(scratch, stream);
     throw;

@@ -103,6 +103,16 @@ TEST_CASE("elementwise, norms and GEMMs match the CPU twins") {
   b.cpu->AddRmsNorm(res.cpu, nullptr, w.cpu, 1e-6f, out.cpu);
   b.gpu->AddRmsNorm(res.gpu, nullptr, w.gpu, 1e-6f, out.gpu);
   CHECK(Compare("RmsNorm (no delta)", out) < kTol);
+  // Widths the register-held vector kernel does not take (not a multiple of 8, above 8192).
+  for (int64_t width : {1000 + 4, 12288}) {
+    Twin r2 = Act(Random(3 * width, 20, 4.0f), {3, width}),
+         d3 = Act(Random(3 * width, 21), {3, width});
+    Twin o2 = Act(std::vector<float>(3 * width), {3, width});
+    Twin w2 = Weight(Random(width, 22, 0.5f), {width});
+    b.cpu->AddRmsNorm(r2.cpu, &d3.cpu, w2.cpu, 1e-6f, o2.cpu);
+    b.gpu->AddRmsNorm(r2.gpu, &d3.gpu, w2.gpu, 1e-6f, o2.gpu);
+    CHECK(Compare(("AddRmsNorm width " + std::to_string(width)).c_str(), o2) < kTol);
+  }
 
   // LayerNorm in place, GELU, Add at the vision width
   Twin x = Act(Random(rows * Dv, 4, 3.0f), {rows, Dv});
@@ -141,6 +151,18 @@ TEST_CASE("elementwise, norms and GEMMs match the CPU twins") {
   b.cpu->Linear(hx.cpu, rw.cpu, nullptr, ry.cpu);
   b.gpu->Linear(hx.gpu, rw.gpu, nullptr, ry.gpu);
   CHECK(Compare("Linear 5x6144 -> 128 (f32 out)", ry) < kTol);
+  // Decode-sized rows take the GEMV kernels: few outputs (k split over a block's warps) and many.
+  for (int64_t m : {1, 3, 4}) {
+    for (int64_t n : {128, 700}) {
+      Twin gx = Act(Random(m * H, 30 + m, 1.0f), {m, H});
+      Twin gw = Weight(Random(n * H, 40 + n, 0.05f), {n, H});
+      Twin gy = Act(std::vector<float>(m * n), {m, n}, m == 3 ? DType::kBF16 : DType::kF32);
+      b.cpu->Linear(gx.cpu, gw.cpu, nullptr, gy.cpu);
+      b.gpu->Linear(gx.gpu, gw.gpu, nullptr, gy.gpu);
+      const std::string what = "GEMV " + std::to_string(m) + "x6144 -> " + std::to_string(n);
+      CHECK(Compare(what.c_str(), gy) < kTol);
+    }
+  }
 
   // Embedding, GatherRows, CopyRows
   Twin table = Weight(Random(1000 * H, 14), {1000, H});
@@ -149,6 +171,12 @@ TEST_CASE("elementwise, norms and GEMMs match the CPU twins") {
   b.cpu->Embedding(table.cpu, ids.cpu, emb.cpu);
   b.gpu->Embedding(table.gpu, ids.gpu, emb.gpu);
   CHECK(Compare("Embedding", emb) == 0.0);
+  Twin narrow = Weight(Random(10 * 3, 15), {10, 3});  // rows of 6 bytes: the 2-byte copy
+  Twin nemb = Act(std::vector<float>(5 * 3), {5, 3});
+  Twin nids = Ints({9, 0, 3, 3, 1}, {5});
+  b.cpu->Embedding(narrow.cpu, nids.cpu, nemb.cpu);
+  b.gpu->Embedding(narrow.gpu, nids.gpu, nemb.gpu);
+  CHECK(Compare("Embedding, 3 wide", nemb) == 0.0);
   Twin picked = Act(std::vector<float>(2 * H), {2, H});
   Twin idx = Ints({4, 1}, {2});
   b.cpu->GatherRows(emb.cpu, idx.cpu, picked.cpu);
