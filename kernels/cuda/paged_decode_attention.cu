@@ -236,14 +236,16 @@ bool TensorCoreAttentionSupported(const AttentionDims& dims) {
 
 DecodePlan PlanDecode(int64_t num_decodes, int64_t max_keys, const AttentionDims& dims,
                       int64_t topk) {
-  // One wave of two CTAs per SM (each holds 96 KiB of tiles) over the whole grid, in whole
-  // pipeline rounds; more rows than that keep one split.
   const int64_t ctas = std::max<int64_t>(1, num_decodes * dims.num_kv_heads);
+  // Sparse: the split count only (the launch sizes the splits from the block size): about one
+  // CTA per SM, at most two per selected block (at batch 1 a 128-key block is two CTAs, at
+  // batch 32 one CTA streams all 16 blocks of a row's group). A second CTA per SM costs more in
+  // partials and their combine than it hides (H100, 128K, batch 32: 1 split 57 us, 2 splits
+  // 61 us, 4 splits 69 us).
+  if (topk > 0) return {std::min(std::max<int64_t>(1, SmCount() / ctas), 2 * topk), 0};
+  // Dense: one wave of two CTAs per SM (each holds 96 KiB of tiles) over the whole grid, in
+  // whole pipeline rounds; more rows than that keep one split.
   const int64_t want = std::max<int64_t>(1, 2 * SmCount() / ctas);
-  // Sparse: the split count only (the launch sizes the splits from the block size), at most
-  // two per selected block: at batch 1 a 128-key block is two CTAs, at batch 32 a CTA streams
-  // eight blocks through its pipeline.
-  if (topk > 0) return {std::min(want, 2 * topk), 0};
   const int64_t rounds = std::max<int64_t>(1, (max_keys + kRound - 1) / kRound);
   const int64_t per = (rounds + std::min(want, rounds) - 1) / std::min(want, rounds);
   const int64_t chunk = per * kRound;
