@@ -32,13 +32,15 @@ DeviceTensor View(const DeviceTensor& buf, int64_t& at, DType dtype, Shape shape
 }  // namespace
 
 DecodeGraphCache::DecodeGraphCache(backend::Backend& backend, int64_t max_rows, int64_t max_width,
-                                   int64_t page_size, int32_t pad_page, int64_t rotary_dim)
+                                   int64_t page_size, int32_t pad_page, int64_t rotary_dim,
+                                   bool record)
     : be_(backend),
       buckets_(RowBuckets(max_rows)),
       max_width_(WidthBucket(max_width)),
       page_size_(page_size),
       rotary_dim_(rotary_dim),
-      pad_page_(pad_page) {}
+      pad_page_(pad_page),
+      record_(record) {}
 
 std::vector<int64_t> DecodeGraphCache::RowBuckets(int64_t max_rows) {
   std::vector<int64_t> out;
@@ -140,6 +142,17 @@ bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
   qs[R] = static_cast<int32_t>(R);
 
   be_.Upload(e.host.data(), e.inputs);
+  if (!record_) {
+    be_.BeginStep();
+    struct EndStep {
+      backend::Backend& be;
+      ~EndStep() { be.EndStep(); }
+    } end_step{be_};
+    const backend::DeviceTensor logits = forward(e.meta, e.ids);
+    ++replays_;
+    take(logits.Rows(0, n));
+    return true;
+  }
   if (!e.graph) {
     const auto start = std::chrono::steady_clock::now();
     be_.BeginStep();

@@ -28,8 +28,10 @@ class DecodeGraphCache {
   using Forward = std::function<backend::DeviceTensor(const backend::StepMetadata&,
                                                       const backend::DeviceTensor&)>;
 
+  // record: capture each bucket's step as a graph and replay it; otherwise every step runs op by
+  // op at its bucket's shape (the same launches on the same padded inputs: the same results).
   DecodeGraphCache(backend::Backend& backend, int64_t max_rows, int64_t max_width,
-                   int64_t page_size, int32_t pad_page, int64_t rotary_dim);
+                   int64_t page_size, int32_t pad_page, int64_t rotary_dim, bool record = true);
 
   static std::vector<int64_t> RowBuckets(int64_t max_rows);
   // The row bucket holding `rows` (0: above every bucket) and the width bucket of `width` pages.
@@ -45,8 +47,9 @@ class DecodeGraphCache {
   bool Run(const ForwardBatch& b, std::span<const float> cos, std::span<const float> sin,
            const Forward& forward, const std::function<void(const backend::DeviceTensor&)>& take);
 
+  bool records() const { return record_; }
   int64_t recorded() const { return recorded_; }  // graphs recorded so far
-  int64_t replays() const { return replays_; }
+  int64_t replays() const { return replays_; }    // steps run at a bucket's shape
 
  private:
   struct Entry {
@@ -65,6 +68,7 @@ class DecodeGraphCache {
   std::vector<int64_t> buckets_;
   int64_t max_width_, page_size_, rotary_dim_;
   int32_t pad_page_;
+  bool record_;
   std::map<std::pair<int64_t, int64_t>, Entry> entries_;
   int64_t recorded_ = 0, replays_ = 0;
 };

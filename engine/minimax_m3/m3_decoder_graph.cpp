@@ -70,8 +70,9 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
   graphs_.reset();
   backend_.ReserveStepWorkspace(0);
   const DType dt = backend_.activation_dtype();
-  // With decode graphs, page num_pages takes the padding rows' K/V (no sequence owns it).
-  const int64_t stored = num_pages + (limits_.graphs ? 1 : 0);
+  // With decode buckets, page num_pages takes the padding rows' K/V (no sequence owns it).
+  const bool buckets = limits_.graphs || limits_.decode_buckets;
+  const int64_t stored = num_pages + (buckets ? 1 : 0);
   for (bool sparse : t.sparse_attention) {
     backend::LayerKvCache c;
     c.k = backend_.Alloc(dt, {stored, page_size, kv_heads_, t.head_dim});
@@ -95,9 +96,10 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
     width = std::min(width, (t.max_position_embeddings + page_size - 1) / page_size);
   int64_t rows = std::max<int64_t>(limits_.max_batched_tokens, 1);
   int64_t seqs = std::max<int64_t>(limits_.max_num_seqs, 1);
-  if (limits_.graphs) {
+  if (buckets) {
     graphs_ = std::make_unique<DecodeGraphCache>(backend_, seqs, width, page_size,
-                                                 static_cast<int32_t>(num_pages), t.rotary_dim);
+                                                 static_cast<int32_t>(num_pages), t.rotary_dim,
+                                                 limits_.graphs);
     width = graphs_->max_width();
     seqs = std::max(seqs, graphs_->max_rows());
     rows = std::max(rows, seqs);
@@ -241,7 +243,7 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
   });
 
   // Decode-only steps (one row per sequence, each row's logits wanted, no media, nothing to
-  // capture) replay their bucket's recorded graph.
+  // capture) run at their bucket's shape: its recorded graph, or op by op when not recording.
   const int64_t n = static_cast<int64_t>(b.logits_rows.size());
   if (graphs_ && b.num_decodes == b.num_seqs() && rows == b.num_seqs() && n == rows &&
       b.media.empty() && !capture.out) {

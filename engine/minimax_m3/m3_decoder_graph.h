@@ -29,7 +29,11 @@ namespace m3::engine::minimax_m3 {
 struct DecoderStepLimits {
   int64_t max_num_seqs = 64;
   int64_t max_batched_tokens = 2048;
-  bool graphs = false;  // record decode steps (on backends that can)
+  // Decode-only steps run at their bucket's padded shape (DecodeGraphCache) rather than their
+  // own; with graphs they are recorded and replayed, without they run op by op at that shape,
+  // so turning graphs off changes no result.
+  bool decode_buckets = false;
+  bool graphs = false;  // record decode steps (on backends that can; implies decode_buckets)
   // MSA index keys cached as FP8 (e4m3 + one scale per key) instead of the activation dtype.
   bool fp8_index_keys = false;
 };

@@ -141,7 +141,8 @@ struct RunnerOptions {
   int64_t max_num_seqs = 64;
   int64_t max_batched_tokens = 2048;
   // GPU backends: decode-only steps replay CUDA graphs recorded per (rows, block-table width)
-  // bucket; other steps run op by op.
+  // bucket; other steps run op by op. Off: decode-only steps run op by op at the same bucket
+  // shapes (padded rows, tables as wide as the bucket), so the results are the same either way.
   bool cuda_graphs = true;
   // MSA index keys cached as FP8 e4m3 with one float32 scale per key (kernels/cpu/
   // msa_index_fp8.h) instead of the activation dtype: the decode index scan reads half the

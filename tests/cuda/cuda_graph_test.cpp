@@ -4,7 +4,9 @@
 // of several widths, sequences joining, a preempted sequence recomputed, a prefix shared. At
 // the real head shapes (a random checkpoint on the split-K attention and indexer kernels, whose
 // plans follow the padded width and rows) the replay equals the padded step op by op, and the
-// unpadded step within bf16 rounding (reported). The serving runtime (EngineCore) gives the
+// unpadded step within bf16 rounding (reported). In every case a decoder with graphs off but
+// decode steps at their buckets' shapes (what the runner does with --cuda-graphs off) gives the
+// graphs' logits bit for bit. The serving runtime (EngineCore) gives the
 // same tokens with graphs on and off, with preemption and prefix-cache hits (logprobs within
 // bf16 rounding: arrival timing changes the batching).
 #include <doctest/doctest.h>
@@ -41,7 +43,8 @@ struct Decoder {
   std::unique_ptr<engine::backend::Backend> be;
   engine::minimax_m3::M3ModelWeights weights;
   std::unique_ptr<M3DecoderGraph> graph;
-  Decoder(const std::string& dir, bool graphs, int64_t pages, int64_t page_size) {
+  // buckets: decode-only steps at their graph bucket's shape (recorded when graphs).
+  Decoder(const std::string& dir, bool graphs, bool buckets, int64_t pages, int64_t page_size) {
     config = LoadModelConfig(dir);
     be = engine::backend::MakeBackend("cuda");
     engine::LoadReport report;
@@ -51,6 +54,7 @@ struct Decoder {
     limits.max_num_seqs = 16;
     limits.max_batched_tokens = 256;
     limits.graphs = graphs;
+    limits.decode_buckets = buckets;
     graph = std::make_unique<M3DecoderGraph>(config, weights, *be, limits);
     graph->AllocateKvCache(pages, page_size);
   }
@@ -111,9 +115,12 @@ void CheckDecodeGraphs(const GraphCase& c) {
   const std::string& dir = c.dir;
   const int64_t page = c.page, pages = c.pages;
   const int32_t pad_page = static_cast<int32_t>(pages - 1);  // no sequence gets it
-  Decoder eager(dir, false, pages, page), graphed(dir, true, pages, page);
+  Decoder eager(dir, false, false, pages, page), graphed(dir, true, true, pages, page);
+  // Graphs off, decode steps still at their buckets' shapes (what --cuda-graphs off runs).
+  Decoder bucketed(dir, false, true, pages, page);
   REQUIRE(graphed.graph->decode_graphs() != nullptr);
   REQUIRE(eager.graph->decode_graphs() == nullptr);
+  REQUIRE(!bucketed.graph->decode_graphs()->records());
   const int64_t V = eager.config.text.vocab_size;
   const std::vector<int64_t> buckets = engine::minimax_m3::DecodeGraphCache::RowBuckets(16);
   std::mt19937 rng(7);
@@ -133,16 +140,21 @@ void CheckDecodeGraphs(const GraphCase& c) {
       s.pages.push_back(next_page++);
     REQUIRE(next_page < pad_page);
   };
-  double worst = 0, worst_rel = 0, worst_l2 = 0, worst_padded = 0;
+  double worst = 0, worst_rel = 0, worst_l2 = 0, worst_padded = 0, worst_bucketed = 0;
   int64_t steps = 0, decode_steps = 0, rows_compared = 0, argmax_differ = 0, shared_pages = 0;
   std::vector<Seq*> live;
   auto run = [&](const std::vector<Seq*>& batch_seqs, int32_t width) {
     const engine::ForwardBatch b = StepBatch(batch_seqs, page, width);
     std::vector<float> a, g;
     const engine::CaptureRequest none;
+    std::vector<float> o;
     eager.graph->Execute(b, a, none);
     graphed.graph->Execute(b, g, none);
+    bucketed.graph->Execute(b, o, none);
     REQUIRE(a.size() == g.size());
+    REQUIRE(o.size() == g.size());
+    for (size_t i = 0; i < g.size(); ++i)
+      worst_bucketed = std::max(worst_bucketed, static_cast<double>(std::abs(o[i] - g[i])));
     for (size_t i = 0; i < a.size(); ++i) {
       REQUIRE(std::isfinite(a[i]));
       worst = std::max(worst, static_cast<double>(std::abs(a[i] - g[i])));
@@ -233,7 +245,12 @@ void CheckDecodeGraphs(const GraphCase& c) {
       worst_rel, worst_l2, static_cast<long long>(argmax_differ),
       static_cast<long long>(rows_compared));
   if (!c.exact) std::printf("; vs the padded step op by op: relative %.3e", worst_padded);
-  std::printf("\n");
+  std::printf("; graphs on vs off (bucketed op by op): worst logit difference %.3e\n",
+              worst_bucketed);
+  // Graphs change no result: with them off, decode steps run the same launches op by op.
+  CHECK(worst_bucketed == 0.0);
+  CHECK(bucketed.graph->decode_graphs()->replays() == decode_steps);
+  CHECK(bucketed.graph->decode_graphs()->recorded() == 0);
   CHECK(cache->replays() == decode_steps);
   CHECK(cache->recorded() >= 4);
   CHECK(shared_pages > 0);
