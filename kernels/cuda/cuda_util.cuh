@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace m3::kernels::cuda {
 
@@ -61,6 +62,40 @@ inline int SmCount() {
   if (dev >= 0 && dev < kDevices) cached[dev].store(n, std::memory_order_relaxed);
   return n;
 }
+
+// Programmatic dependent launch (Hopper): a decode step is a chain of a few dozen small kernels,
+// and each launch waits for the previous kernel to finish before its blocks are even scheduled.
+// A kernel launched by LaunchAfterPrior may start while the previous one runs: it must call
+// ChainedKernelStart() before it touches global memory, which waits until the previous kernel
+// has completed with its writes visible (and so, transitively, everything before it), then lets
+// the next chained kernel launch: that one's launch and block scheduling overlap this kernel's
+// run. (A kernel's dependents launch only once all of its blocks have started, so they never
+// take the slots of blocks it has yet to run.) Kernels launched with <<<>>> are serialized as
+// usual, and ChainedKernelStart() is then only the wait.
+#ifdef __CUDACC__
+__device__ __forceinline__ void ChainedKernelStart() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+template <typename... Params, typename... Args>
+void LaunchAfterPrior(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  cudaLaunchKernelEx(&config, kernel, static_cast<Params>(std::forward<Args>(args))...);
+}
+#endif
 
 inline unsigned Blocks(int64_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);

@@ -13,12 +13,14 @@ __global__ void ConvertKernel(const void* src, ElemType st, void* dst, ElemType 
 }
 
 __global__ void AddKernel(bf16* x, const bf16* d, int64_t n) {
+  ChainedKernelStart();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
     x[i] = __float2bfloat16(__bfloat162float(x[i]) + __bfloat162float(d[i]));
 }
 
 __global__ void BiasKernel(void* y, ElemType yt, const float* bias, int64_t rows, int64_t cols) {
+  ChainedKernelStart();
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
@@ -31,6 +33,7 @@ __global__ void BiasKernel(void* y, ElemType yt, const float* bias, int64_t rows
 template <typename T>
 __global__ void GatherKernel(const T* __restrict__ src, int64_t units, const int32_t* index,
                              T* __restrict__ dst) {
+  ChainedKernelStart();
   const T* s = src + int64_t{index[blockIdx.x]} * units;
   T* d = dst + int64_t{blockIdx.x} * units;
   for (int64_t i = int64_t{blockIdx.y} * blockDim.x + threadIdx.x; i < units;
@@ -54,14 +57,14 @@ void ConvertFloats(const void* src, ElemType src_t, void* dst, ElemType dst_t, i
 
 void AddInPlace(bf16* x, const bf16* delta, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  AddKernel<<<GridFor(n), 256, 0, stream>>>(x, delta, n);
+  LaunchAfterPrior(AddKernel, GridFor(n), 256, 0, stream, x, delta, n);
   CheckLaunch("AddInPlace");
 }
 
 void AddBias(void* y, ElemType yt, const float* bias, int64_t rows, int64_t cols,
              cudaStream_t stream) {
   if (rows * cols <= 0) return;
-  BiasKernel<<<GridFor(rows * cols), 256, 0, stream>>>(y, yt, bias, rows, cols);
+  LaunchAfterPrior(BiasKernel, GridFor(rows * cols), 256, 0, stream, y, yt, bias, rows, cols);
   CheckLaunch("AddBias");
 }
 
@@ -74,11 +77,11 @@ void GatherRows(const void* src, int64_t row_bytes, const int32_t* index, int64_
   const dim3 grid(static_cast<unsigned>(n),
                   static_cast<unsigned>(std::min<int64_t>((units + 255) / 256, 8)));
   if (wide)
-    GatherKernel<<<grid, 256, 0, stream>>>(static_cast<const uint4*>(src), units, index,
-                                           static_cast<uint4*>(dst));
+    LaunchAfterPrior(GatherKernel<uint4>, grid, 256, 0, stream, static_cast<const uint4*>(src),
+                     units, index, static_cast<uint4*>(dst));
   else
-    GatherKernel<<<grid, 256, 0, stream>>>(static_cast<const uint16_t*>(src), units, index,
-                                           static_cast<uint16_t*>(dst));
+    LaunchAfterPrior(GatherKernel<uint16_t>, grid, 256, 0, stream,
+                     static_cast<const uint16_t*>(src), units, index, static_cast<uint16_t*>(dst));
   CheckLaunch("GatherRows");
 }
 

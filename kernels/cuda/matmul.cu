@@ -35,6 +35,7 @@ __device__ __forceinline__ void GemvRows(const uint4* wr, const uint4* xs, int64
 template <typename Y>
 __global__ void __launch_bounds__(32 * kGemvWarps)
     GemvKernel(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, Y* y) {
+  ChainedKernelStart();
   extern __shared__ uint4 xs[];  // [kGemvRowsPerPass, k / 8]
   const int warp = threadIdx.x / 32;
   const int64_t col = int64_t{blockIdx.x} * kGemvWarps + warp, k8 = k / 8;
@@ -90,6 +91,7 @@ __device__ __forceinline__ void SplitRows(const uint4* wr, const uint4* xs, int6
 template <typename Y>
 __global__ void __launch_bounds__(32 * kGemvWarps)
     GemvSplitKernel(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, Y* y) {
+  ChainedKernelStart();
   extern __shared__ uint4 xs[];  // [kGemvRowsPerPass, k / 8]
   __shared__ float part[kGemvWarps * kGemvRowsPerPass];
   const int64_t col = blockIdx.x, k8 = k / 8;
@@ -136,7 +138,7 @@ void LaunchGemv(unsigned blocks, size_t smem, const bf16* x, int64_t m, int64_t 
                 int64_t n, Y* y, cudaStream_t stream) {
   // The split kernel's static partial sums count against the same 48 KiB default.
   if (smem + 1024 > 48 * 1024) AllowDynamicShared<Kernel>(smem);
-  Kernel<<<blocks, 32 * kGemvWarps, smem, stream>>>(x, m, k, w, n, y);
+  LaunchAfterPrior(Kernel, blocks, 32 * kGemvWarps, smem, stream, x, m, k, w, n, y);
 }
 
 }  // namespace

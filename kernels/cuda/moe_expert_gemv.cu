@@ -44,6 +44,7 @@ Scratch Carve(void* scratch, int64_t picks, const MoeGemvDims& d) {
 // Stable counting sort of the picks by expert; groups are the non-empty experts ascending.
 __global__ void GroupPicksKernel(const int32_t* ids, int picks, int experts, Scratch s,
                                  int32_t* slot_of_pick) {
+  ChainedKernelStart();
   extern __shared__ int32_t sh[];  // count [experts], start [experts]
   int32_t* count = sh;
   int32_t* start = sh + experts;
@@ -124,6 +125,7 @@ __device__ __forceinline__ void DownRows(const uint4* wd, const uint4* as, int64
 __global__ void __launch_bounds__(kThreads)
     GateUpKernel(const bf16* x, const bf16* gate_up, int64_t H, int64_t I, int64_t topk,
                  float alpha, float limit, int chunk, Scratch s) {
+  ChainedKernelStart();
   const int g = blockIdx.y;
   if (g >= *s.num_groups) return;
   extern __shared__ uint4 xs[];  // [chunk, H / 8]
@@ -159,6 +161,7 @@ __global__ void __launch_bounds__(kThreads)
 // ys[slot, h] = down row h . act[slot] for the slots of group blockIdx.y.
 __global__ void __launch_bounds__(kThreads)
     DownKernel(const bf16* down, int64_t H, int64_t I, int chunk, Scratch s, float* ys) {
+  ChainedKernelStart();
   const int g = blockIdx.y;
   if (g >= *s.num_groups) return;
   extern __shared__ uint4 as[];  // [chunk, I / 8]
@@ -222,8 +225,8 @@ void MoeExpertGemv(const bf16* x, int64_t rows, const int32_t* ids, const bf16* 
   const int64_t picks = rows * d.topk;
   if (!MoeExpertGemvFits(picks, d)) throw std::runtime_error("MoeExpertGemv: batch does not fit");
   const Scratch s = Carve(scratch, picks, d);
-  GroupPicksKernel<<<1, kGroupThreads, 2 * d.experts * sizeof(int32_t), stream>>>(
-      ids, static_cast<int>(picks), static_cast<int>(d.experts), s, slot_of_pick);
+  LaunchAfterPrior(GroupPicksKernel, 1, kGroupThreads, 2 * d.experts * sizeof(int32_t), stream, ids,
+                   static_cast<int>(picks), static_cast<int>(d.experts), s, slot_of_pick);
   CheckLaunch("MoeExpertGemv grouping");
   const unsigned max_groups = static_cast<unsigned>(picks < d.experts ? picks : d.experts);
   // Routing picks an expert at most once per token, so a group rarely holds more picks than the
@@ -233,11 +236,11 @@ void MoeExpertGemv(const bf16* x, int64_t rows, const int32_t* ids, const bf16* 
   const size_t gu_smem = chunk * d.hidden * 2, down_smem = chunk * d.inter * 2;
   AllowSharedBytes(GateUpKernel, gu_smem);
   AllowSharedBytes(DownKernel, down_smem);
-  GateUpKernel<<<dim3(Blocks(d.inter, kWarps), max_groups), kThreads, gu_smem, stream>>>(
-      x, gate_up, d.hidden, d.inter, d.topk, d.alpha, d.limit, chunk, s);
+  LaunchAfterPrior(GateUpKernel, dim3(Blocks(d.inter, kWarps), max_groups), kThreads, gu_smem,
+                   stream, x, gate_up, d.hidden, d.inter, d.topk, d.alpha, d.limit, chunk, s);
   CheckLaunch("MoeExpertGemv gate_up");
-  DownKernel<<<dim3(Blocks(d.hidden, kWarps), max_groups), kThreads, down_smem, stream>>>(
-      down, d.hidden, d.inter, chunk, s, ys);
+  LaunchAfterPrior(DownKernel, dim3(Blocks(d.hidden, kWarps), max_groups), kThreads, down_smem,
+                   stream, down, d.hidden, d.inter, chunk, s, ys);
   CheckLaunch("MoeExpertGemv down");
 }
 

@@ -47,6 +47,7 @@ __global__ void __launch_bounds__(kUnpermuteThreads)
     UnpermuteKernel(const float* ys, const int32_t* pick_slot, const int32_t* ids,
                     const void* weights, ElemType wt, int64_t K, int64_t H, float scale,
                     bf16* out) {
+  ChainedKernelStart();
   __shared__ int64_t slot_of[kMaxTopk];
   __shared__ float weight_of[kMaxTopk];
   const int64_t r = blockIdx.y;
@@ -74,8 +75,8 @@ void Unpermute(const float* ys, const int32_t* pick_slot, const int32_t* ids, co
                ElemType wt, int64_t rows, int64_t K, int64_t H, float scale, bf16* out,
                cudaStream_t stream) {
   const dim3 grid(Blocks(H, kUnpermuteThreads), static_cast<unsigned>(rows));
-  UnpermuteKernel<<<grid, kUnpermuteThreads, 0, stream>>>(ys, pick_slot, ids, weights, wt, K, H,
-                                                          scale, out);
+  LaunchAfterPrior(UnpermuteKernel, grid, kUnpermuteThreads, 0, stream, ys, pick_slot, ids, weights,
+                   wt, K, H, scale, out);
   CheckLaunch("MoeGroupedExperts un-permutation");
 }
 
@@ -91,6 +92,7 @@ __global__ void PickPointersKernel(const int32_t* ids, int64_t picks, int64_t K,
                                    int64_t H, int64_t I, const bf16* x, const bf16* gate_up,
                                    const bf16* down, bf16* gu, bf16* act, float* ys,
                                    const void** ptrs) {
+  ChainedKernelStart();
   const int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (p >= picks) return;
   const int64_t e = min(max(int64_t{ids[p]}, int64_t{0}), E - 1);
@@ -284,8 +286,8 @@ void PerPickExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const in
   bf16* gu = reinterpret_cast<bf16*>(scratch.get() + l.ptr);
   bf16* act = reinterpret_cast<bf16*>(scratch.get() + l.ptr + l.gu);
   float* ys = reinterpret_cast<float*>(scratch.get() + l.ptr + l.gu + l.act);
-  PickPointersKernel<<<Blocks(picks, 128), 128, 0, stream>>>(ids, picks, K, d.experts, H, I, x,
-                                                             gate_up, down, gu, act, ys, ptrs);
+  LaunchAfterPrior(PickPointersKernel, Blocks(picks, 128), 128, 0, stream, ids, picks, K, d.experts,
+                   H, I, x, gate_up, down, gu, act, ys, ptrs);
   CheckLaunch("MoeGroupedExperts pick pointers");
   BatchedGemv(handle, ptrs, ptrs + picks, const_cast<void* const*>(ptrs + 2 * picks), 2 * I, H,
               CUDA_R_16BF, picks);

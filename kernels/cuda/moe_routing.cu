@@ -23,6 +23,7 @@ __device__ __forceinline__ bool Beats(float c, int e, float best, int best_e) {
 __global__ void RouteWarpKernel(const void* logits, ElemType lt, int64_t tokens, int64_t experts,
                                 const float* bias, int64_t topk, int32_t* ids, void* weights,
                                 ElemType wt) {
+  ChainedKernelStart();
   const int64_t t = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (t >= tokens) return;
@@ -68,6 +69,7 @@ __global__ void RouteWarpKernel(const void* logits, ElemType lt, int64_t tokens,
 __global__ void RouteKernel(const void* logits, ElemType lt, int64_t tokens, int64_t experts,
                             const float* bias, int64_t topk, int32_t* ids, void* weights,
                             ElemType wt) {
+  ChainedKernelStart();
   const int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (t >= tokens) return;
   int32_t* id = ids + t * topk;
@@ -103,11 +105,11 @@ void MoeRouteSigmoid(const void* logits, ElemType logits_t, int64_t tokens, int6
   if (tokens <= 0) return;
   if (experts <= kWarpExperts && topk <= kMaxWarpTopk && topk <= experts) {
     constexpr int kWarps = 4;
-    RouteWarpKernel<<<Blocks(tokens, kWarps), 32 * kWarps, 0, stream>>>(
-        logits, logits_t, tokens, experts, bias, topk, ids, weights, weights_t);
+    LaunchAfterPrior(RouteWarpKernel, Blocks(tokens, kWarps), 32 * kWarps, 0, stream, logits,
+                     logits_t, tokens, experts, bias, topk, ids, weights, weights_t);
   } else {
-    RouteKernel<<<Blocks(tokens, 128), 128, 0, stream>>>(logits, logits_t, tokens, experts, bias,
-                                                         topk, ids, weights, weights_t);
+    LaunchAfterPrior(RouteKernel, Blocks(tokens, 128), 128, 0, stream, logits, logits_t, tokens,
+                     experts, bias, topk, ids, weights, weights_t);
   }
   CheckLaunch("MoeRouteSigmoid");
 }

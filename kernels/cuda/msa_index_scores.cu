@@ -99,6 +99,7 @@ template <int H, bool kFp8, int S>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     DecodeScoresKernel(const bf16* index_q, IndexKeys keys, PagedLayout L, int64_t max_blocks,
                        bool all_rows, int blocks_per_cta, float* scores) {
+  ChainedKernelStart();
   using Smem = typename std::conditional<kFp8, ScanSmem8<S>, ScanSmem16<S>>::type;
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
@@ -442,8 +443,8 @@ void LaunchDecodeHS(dim3 grid, const bf16* q, const IndexKeys& k, const PagedLay
                     bool all, int bpc, float* sc, cudaStream_t st) {
   using Smem = typename std::conditional<kFp8, ScanSmem8<S>, ScanSmem16<S>>::type;
   AllowDynamicShared<DecodeScoresKernel<H, kFp8, S>>(sizeof(Smem));
-  DecodeScoresKernel<H, kFp8, S>
-      <<<grid, kDecodeWarps * 32, sizeof(Smem), st>>>(q, k, L, mb, all, bpc, sc);
+  LaunchAfterPrior(DecodeScoresKernel<H, kFp8, S>, grid, kDecodeWarps * 32, sizeof(Smem), st, q, k,
+                   L, mb, all, bpc, sc);
 }
 
 // Two stages: one block in flight behind the one being scored. Three (96 KB of bf16 tiles, two

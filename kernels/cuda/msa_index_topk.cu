@@ -117,6 +117,7 @@ __device__ __forceinline__ int32_t Emitted(int i, int k, uint64_t x) {
 __global__ void __launch_bounds__(kRadixWarps * 32)
     RadixTopKKernel(const float* scores, PagedLayout L, int64_t heads, int64_t block_size,
                     int64_t max_blocks, int64_t topk, int64_t local_blocks, int32_t* selected) {
+  ChainedKernelStart();
   __shared__ uint32_t hist[kRadixWarps][256];
   __shared__ uint64_t cand[kRadixWarps][32];
   extern __shared__ uint32_t staged[];
@@ -230,6 +231,7 @@ constexpr int kMergeWarps = 16;
 __global__ void __launch_bounds__(kMergeWarps * 32)
     MergeTopKKernel(const float* scores, PagedLayout L, int64_t heads, int64_t block_size,
                     int64_t max_blocks, int64_t topk, int64_t local_blocks, int32_t* selected) {
+  ChainedKernelStart();
   __shared__ uint64_t lists[kMergeWarps][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t r = blockIdx.x, h = blockIdx.y;
@@ -277,12 +279,13 @@ void IndexTopK(const float* scores, const PagedLayout& layout, int64_t heads, in
     // radix select split over 8 warps), a warp per pair when there are many (prefill).
     if (pairs < 512) {
       const dim3 grid(static_cast<unsigned>(layout.rows), static_cast<unsigned>(heads));
-      MergeTopKKernel<<<grid, kMergeWarps * 32, 0, stream>>>(
-          scores, layout, heads, block_size, max_blocks, topk, local_blocks, selected);
+      LaunchAfterPrior(MergeTopKKernel, grid, kMergeWarps * 32, 0, stream, scores, layout, heads,
+                       block_size, max_blocks, topk, local_blocks, selected);
     } else {
       AllowDynamicShared<RadixTopKKernel>(kMaxStagedBytes);
-      RadixTopKKernel<<<Blocks(pairs, kRadixWarps), kRadixWarps * 32, staged_bytes, stream>>>(
-          scores, layout, heads, block_size, max_blocks, topk, local_blocks, selected);
+      LaunchAfterPrior(RadixTopKKernel, Blocks(pairs, kRadixWarps), kRadixWarps * 32, staged_bytes,
+                       stream, scores, layout, heads, block_size, max_blocks, topk, local_blocks,
+                       selected);
     }
     CheckLaunch("IndexTopK");
     return;

@@ -41,6 +41,7 @@ struct Args {
 
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
+  ChainedKernelStart();
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t r = blockIdx.x, g = blockIdx.y, c = blockIdx.z;
@@ -183,6 +184,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
 // splits, and a split-serial loop of dependent loads took most of the attention's time there.
 __global__ void CombineKernel(const float* part, const float* ml, int64_t splits, int64_t dim,
                               bf16* out) {
+  ChainedKernelStart();
   extern __shared__ float weight[];  // [splits]
   __shared__ float scratch[32];
   const int64_t head = blockIdx.x;
@@ -219,10 +221,10 @@ void Launch(const Args& a, int64_t num_decodes, cudaStream_t stream) {
   AllowDynamicShared<DecodeKernel<D>>(smem);
   const dim3 grid(static_cast<unsigned>(num_decodes), static_cast<unsigned>(a.dims.num_kv_heads),
                   static_cast<unsigned>(a.splits));
-  DecodeKernel<D><<<grid, kWarps * 32, smem, stream>>>(a);
+  LaunchAfterPrior(DecodeKernel<D>, grid, kWarps * 32, smem, stream, a);
   if (a.splits > 1) {
-    CombineKernel<<<static_cast<unsigned>(num_decodes * a.dims.num_q_heads), D,
-                    a.splits * sizeof(float), stream>>>(a.part, a.ml, a.splits, D, a.out);
+    LaunchAfterPrior(CombineKernel, static_cast<unsigned>(num_decodes * a.dims.num_q_heads), D,
+                     a.splits * sizeof(float), stream, a.part, a.ml, a.splits, D, a.out);
   }
 }
 

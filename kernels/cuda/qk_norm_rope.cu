@@ -26,6 +26,7 @@ struct Args {
 };
 
 __global__ void QkNormRopeKernel(Args a) {
+  ChainedKernelStart();
   __shared__ float buf[kWarps][kMaxDim];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t unit = int64_t{blockIdx.y} * kWarps + warp;
@@ -106,7 +107,7 @@ void QkNormRopeToPages(const bf16* qkv, int64_t rows, const QkNormRopeDims& d,
   a.units = d.q_heads + 2 * d.kv_heads + (d.index_heads > 0 ? d.index_heads + 1 : 0);
   const dim3 grid(static_cast<unsigned>(rows),
                   static_cast<unsigned>((a.units + kWarps - 1) / kWarps));
-  QkNormRopeKernel<<<grid, kWarps * 32, 0, stream>>>(a);
+  LaunchAfterPrior(QkNormRopeKernel, grid, kWarps * 32, 0, stream, a);
   CheckLaunch("QkNormRopeToPages");
 }
 

@@ -32,6 +32,7 @@ __device__ __forceinline__ uint4 ToBf16x8(const float f[8]) {
 __global__ void __launch_bounds__(kThreads)
     AddRmsNormVecKernel(bf16* residual, const bf16* delta, int64_t dim, const float* w, float eps,
                         bf16* out) {
+  ChainedKernelStart();
   __shared__ float scratch[32];
   const int64_t n8 = dim / 8;
   uint4* x = reinterpret_cast<uint4*>(residual + blockIdx.x * dim);
@@ -83,6 +84,7 @@ __global__ void __launch_bounds__(kThreads)
 // Any width and alignment.
 __global__ void AddRmsNormKernel(bf16* residual, const bf16* delta, int64_t dim, const float* w,
                                  float eps, bf16* out) {
+  ChainedKernelStart();
   __shared__ float scratch[32];
   bf16* x = residual + blockIdx.x * dim;
   const bf16* d = delta ? delta + blockIdx.x * dim : nullptr;
@@ -116,11 +118,11 @@ void AddRmsNormGemma(bf16* residual, const bf16* delta, int64_t rows, int64_t di
   const bool vec = dim % 8 == 0 && dim <= int64_t{kThreads} * 8 * kMaxVec && Aligned16(residual) &&
                    Aligned16(delta) && Aligned16(w) && Aligned16(out);
   if (vec)
-    AddRmsNormVecKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(residual, delta, dim,
-                                                                              w, eps, out);
+    LaunchAfterPrior(AddRmsNormVecKernel, static_cast<unsigned>(rows), kThreads, 0, stream,
+                     residual, delta, dim, w, eps, out);
   else
-    AddRmsNormKernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(residual, delta, dim, w, eps,
-                                                                      out);
+    LaunchAfterPrior(AddRmsNormKernel, static_cast<unsigned>(rows), 256, 0, stream, residual, delta,
+                     dim, w, eps, out);
   CheckLaunch("AddRmsNormGemma");
 }
 

@@ -6,6 +6,7 @@ namespace {
 
 __global__ void SwigluKernel(const bf16* gu, int64_t rows, int64_t inter, float alpha, float limit,
                              bf16* out) {
+  ChainedKernelStart();
   const int64_t n = rows * inter;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -23,8 +24,8 @@ void SwigluOai(const bf16* gate_up, int64_t rows, int64_t inter, float alpha, fl
                bf16* out, cudaStream_t stream) {
   if (rows * inter <= 0) return;
   const int64_t blocks = (rows * inter + 255) / 256;
-  SwigluKernel<<<static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0, stream>>>(
-      gate_up, rows, inter, alpha, limit, out);
+  LaunchAfterPrior(SwigluKernel, static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0,
+                   stream, gate_up, rows, inter, alpha, limit, out);
   CheckLaunch("SwigluOai");
 }
 
