@@ -1,8 +1,8 @@
-// Decode scan: one block of 4 warps per (row, run of 1 to 8 key blocks); each key block (32 KB
-// bf16, 16 KB FP8) streams into shared memory by cp.async, the next one in flight while the
-// current one is scored, on tensor cores with the 128 keys as the MMA M dimension and the row's
-// heads padded into N = 8 (the issue's decode layout), so the scan is bound by HBM alone; the
-// block max of each head from the accumulators by warp shuffles and shared memory.
+// Decode scan: one block of 4 warps per (one-row sequence, run of 1 to 8 key blocks); each key
+// block (32 KB bf16, 16 KB FP8) streams into shared memory by cp.async, the next one in flight
+// while the current one is scored, on tensor cores with the 128 keys as the MMA M dimension and
+// the row's heads padded into N = 8 (the issue's decode layout), so the scan is bound by HBM
+// alone; the block max of each head from the accumulators by warp shuffles and shared memory.
 // Prefill: 8 warps per block, 4 along the 128 query vectors (2 m16 tiles each, their A
 // fragments kept in registers for the whole key range) x 2 along the block's 128 keys (64 each,
 // B fragments by ldmatrix from an XOR-swizzled tile); bf16 tiles double-buffered by cp.async,
@@ -104,9 +104,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  const int64_t r = blockIdx.x;
-  const int64_t s = L.SeqOf(r);
-  if (!all_rows && L.query_start[s + 1] - L.query_start[s] != 1) return;
+  // One grid row per sequence (a decode row is its sequence's only row): rows == seqs when
+  // all_rows, else the sequences with more rows (prefill tiles) are skipped.
+  const int64_t s = blockIdx.x;
+  const int64_t r = all_rows ? s : L.query_start[s];
+  if (!all_rows && L.query_start[s + 1] - r != 1) return;
   const int64_t pos = L.PositionOf(s, r);
   const int64_t b_begin = int64_t{blockIdx.y} * blocks_per_cta;
   const int64_t b_last = pos / kBlock + 1;
@@ -525,8 +527,9 @@ void IndexScoresDecode(const bf16* index_q, const IndexKeys& keys, const PagedLa
                        int64_t heads, int64_t max_blocks, bool all_rows, float* scores,
                        cudaStream_t stream) {
   if (layout.rows <= 0 || max_blocks <= 0) return;
-  // Runs of key blocks per thread block, from the row count and block-table width only: about
-  // one wave of resident thread blocks where the work fills it, up to 8 blocks for many rows.
+  // Runs of key blocks per thread block, from the sequence count and block-table width only:
+  // about one wave of resident thread blocks where the work fills it, up to 8 blocks for many
+  // sequences (a grid row per sequence: a mixed step's prefill rows launch nothing here).
   // Measured on the H100 at 128K (runs of 1, 2, 3, 4, 8): one sequence is fastest at runs of 3
   // with bf16 keys (14.4 us; 1024 runs of one block: 16.4 us) and of 2 with FP8 keys (9.2 us;
   // their stages are half the size, more blocks fit), 32 sequences at runs of 8 (4 for FP8, within
@@ -536,9 +539,9 @@ void IndexScoresDecode(const bf16* index_q, const IndexKeys& keys, const PagedLa
     return env ? std::atoi(env) : 0;
   }();
   const int64_t slots = (keys.fp8() ? 4 : 3) * int64_t{SmCount()};
-  const int64_t want = forced > 0 ? forced : (layout.rows * max_blocks + slots - 1) / slots;
+  const int64_t want = forced > 0 ? forced : (layout.seqs * max_blocks + slots - 1) / slots;
   const int bpc = static_cast<int>(want < 1 ? 1 : want > 8 ? 8 : want);
-  const dim3 grid(static_cast<unsigned>(layout.rows), Blocks(max_blocks, bpc));
+  const dim3 grid(static_cast<unsigned>(layout.seqs), Blocks(max_blocks, bpc));
   if (keys.fp8())
     LaunchDecode<true>(heads, grid, index_q, keys, layout, max_blocks, all_rows, bpc, scores,
                        stream);
