@@ -30,41 +30,7 @@ __device__ __forceinline__ void GemvRows(const uint4* wr, const uint4* xs, int64
   }
 }
 
-// y[r, n] = x[r] . w[n] for r < m <= kGemvMaxRows: x staged in shared memory
-// (kGemvRowsPerPass rows per pass; a second pass re-reads the block's w rows from L2).
-template <typename Y>
-__global__ void __launch_bounds__(32 * kGemvWarps)
-    GemvKernel(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, Y* y) {
-  ChainedKernelStart();
-  extern __shared__ uint4 xs[];  // [kGemvRowsPerPass, k / 8]
-  const int warp = threadIdx.x / 32;
-  const int64_t col = int64_t{blockIdx.x} * kGemvWarps + warp, k8 = k / 8;
-  const uint4* wr = reinterpret_cast<const uint4*>(w + col * k);
-  for (int64_t r0 = 0; r0 < m; r0 += kGemvRowsPerPass) {
-    const int mr = static_cast<int>(m - r0 < kGemvRowsPerPass ? m - r0 : kGemvRowsPerPass);
-    __syncthreads();
-    for (int64_t i = threadIdx.x; i < mr * k8; i += blockDim.x)
-      xs[i] = reinterpret_cast<const uint4*>(x + r0 * k)[i];
-    __syncthreads();
-    if (col >= n) continue;
-    static_assert(kGemvRowsPerPass == 4, "the switch below covers 1 to 4 rows");
-    switch (mr) {
-      case 1:
-        GemvRows<1>(wr, xs, k8, r0, col, n, y);
-        break;
-      case 2:
-        GemvRows<2>(wr, xs, k8, r0, col, n, y);
-        break;
-      case 3:
-        GemvRows<3>(wr, xs, k8, r0, col, n, y);
-        break;
-      default:
-        GemvRows<4>(wr, xs, k8, r0, col, n, y);
-    }
-  }
-}
-
-// The same for outputs too few to fill the GPU one warp each (the MoE router's 128): one block
+// Split k: for outputs too few to fill the GPU one warp each (the MoE router's 128), one block
 // per output column, its warps splitting k, so each warp's loads are a single pass.
 template <int MC, typename Y>
 __device__ __forceinline__ void SplitRows(const uint4* wr, const uint4* xs, int64_t k8, int64_t r0,
@@ -88,13 +54,27 @@ __device__ __forceinline__ void SplitRows(const uint4* wr, const uint4* xs, int6
   }
 }
 
-template <typename Y>
+template <int MC, bool kSplitK, typename Y>
+__device__ __forceinline__ void PassRows(const uint4* wr, const uint4* xs, int64_t k8, int64_t r0,
+                                         int64_t col, int64_t n, float* part, Y* y) {
+  if constexpr (kSplitK)
+    SplitRows<MC>(wr, xs, k8, r0, col, n, part, y);
+  else
+    GemvRows<MC>(wr, xs, k8, r0, col, n, y);
+}
+
+// y[r, n] = x[r] . w[n] for r < m <= kGemvMaxRows: x staged in shared memory
+// (kGemvRowsPerPass rows per pass; a second pass re-reads the block's w rows from L2). One
+// output column per warp, or per block with kSplitK.
+template <typename Y, bool kSplitK>
 __global__ void __launch_bounds__(32 * kGemvWarps)
-    GemvSplitKernel(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, Y* y) {
+    GemvKernel(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, Y* y) {
   ChainedKernelStart();
-  extern __shared__ uint4 xs[];  // [kGemvRowsPerPass, k / 8]
-  __shared__ float part[kGemvWarps * kGemvRowsPerPass];
-  const int64_t col = blockIdx.x, k8 = k / 8;
+  extern __shared__ uint4 xs[];                          // [kGemvRowsPerPass, k / 8]
+  __shared__ float part[kGemvWarps * kGemvRowsPerPass];  // split-k partial sums
+  const int warp = threadIdx.x / 32;
+  const int64_t col = kSplitK ? int64_t{blockIdx.x} : int64_t{blockIdx.x} * kGemvWarps + warp;
+  const int64_t k8 = k / 8;
   const uint4* wr = reinterpret_cast<const uint4*>(w + col * k);
   for (int64_t r0 = 0; r0 < m; r0 += kGemvRowsPerPass) {
     const int mr = static_cast<int>(m - r0 < kGemvRowsPerPass ? m - r0 : kGemvRowsPerPass);
@@ -102,18 +82,20 @@ __global__ void __launch_bounds__(32 * kGemvWarps)
     for (int64_t i = threadIdx.x; i < mr * k8; i += blockDim.x)
       xs[i] = reinterpret_cast<const uint4*>(x + r0 * k)[i];
     __syncthreads();
+    if (col >= n) continue;  // never with kSplitK (a block per column)
+    static_assert(kGemvRowsPerPass == 4, "the switch below covers 1 to 4 rows");
     switch (mr) {
       case 1:
-        SplitRows<1>(wr, xs, k8, r0, col, n, part, y);
+        PassRows<1, kSplitK>(wr, xs, k8, r0, col, n, part, y);
         break;
       case 2:
-        SplitRows<2>(wr, xs, k8, r0, col, n, part, y);
+        PassRows<2, kSplitK>(wr, xs, k8, r0, col, n, part, y);
         break;
       case 3:
-        SplitRows<3>(wr, xs, k8, r0, col, n, part, y);
+        PassRows<3, kSplitK>(wr, xs, k8, r0, col, n, part, y);
         break;
       default:
-        SplitRows<4>(wr, xs, k8, r0, col, n, part, y);
+        PassRows<4, kSplitK>(wr, xs, k8, r0, col, n, part, y);
     }
   }
 }
@@ -136,7 +118,7 @@ bool GemvFits(int64_t m, int64_t k) {
 template <auto Kernel, typename Y>
 void LaunchGemv(unsigned blocks, size_t smem, const bf16* x, int64_t m, int64_t k, const bf16* w,
                 int64_t n, Y* y, cudaStream_t stream) {
-  // The split kernel's static partial sums count against the same 48 KiB default.
+  // The kernel's static partial sums count against the same 48 KiB default.
   if (smem + 1024 > 48 * 1024) AllowDynamicShared<Kernel>(smem);
   LaunchAfterPrior(Kernel, blocks, 32 * kGemvWarps, smem, stream, x, m, k, w, n, y);
 }
@@ -155,13 +137,13 @@ void Linear(cublasHandle_t handle, const bf16* x, int64_t m, int64_t k, const bf
     float* yf = static_cast<float*>(y);
     bf16* yb = static_cast<bf16*>(y);
     if (n < kSplitBelow && yt == ElemType::kF32)
-      LaunchGemv<GemvSplitKernel<float>>(split_blocks, smem, x, m, k, w, n, yf, stream);
+      LaunchGemv<GemvKernel<float, true>>(split_blocks, smem, x, m, k, w, n, yf, stream);
     else if (n < kSplitBelow)
-      LaunchGemv<GemvSplitKernel<bf16>>(split_blocks, smem, x, m, k, w, n, yb, stream);
+      LaunchGemv<GemvKernel<bf16, true>>(split_blocks, smem, x, m, k, w, n, yb, stream);
     else if (yt == ElemType::kF32)
-      LaunchGemv<GemvKernel<float>>(blocks, smem, x, m, k, w, n, yf, stream);
+      LaunchGemv<GemvKernel<float, false>>(blocks, smem, x, m, k, w, n, yf, stream);
     else
-      LaunchGemv<GemvKernel<bf16>>(blocks, smem, x, m, k, w, n, yb, stream);
+      LaunchGemv<GemvKernel<bf16, false>>(blocks, smem, x, m, k, w, n, yb, stream);
     CheckLaunch("Linear (GEMV)");
     if (bias) AddBias(y, yt, bias, m, n, stream);
     return;

@@ -1,6 +1,9 @@
-// AddRmsNormGemma: each thread owns the same columns in both passes, so the second pass reads
-// back its own stores of the residual.
+// AddRmsNormGemma: a block per row; rows of up to 8192 values held in registers as 16-byte
+// vectors, others in a two-pass loop in which each thread reads back its own stores of the
+// residual.
 #include "kernels/cuda/rms_norm.cuh"
+
+#include "kernels/cuda/bf16x8.cuh"
 
 namespace m3::kernels::cuda {
 namespace {
@@ -10,16 +13,6 @@ namespace {
 // its loads waits a full memory latency per pass: 11 us for one 6144-wide row on the H100).
 constexpr int kThreads = 256;
 constexpr int kMaxVec = 4;
-
-__device__ __forceinline__ void ToFloat8(const uint4& v, float f[8]) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 t = __bfloat1622float2(h[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
-  }
-}
 
 __device__ __forceinline__ uint4 ToBf16x8(const float f[8]) {
   uint4 v;
@@ -50,15 +43,15 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t i = threadIdx.x + int64_t{j} * kThreads;
     if (i >= n8) break;
     float f[8];
-    ToFloat8(xv[j], f);
+    Unpack8(xv[j], f);
     if (d != nullptr) {
       float g[8];
-      ToFloat8(dv[j], g);
+      Unpack8(dv[j], g);
 #pragma unroll
       for (int e = 0; e < 8; ++e) f[e] += g[e];
       xv[j] = ToBf16x8(f);  // the stored residual, rounded as the bf16 model keeps it
       x[i] = xv[j];
-      ToFloat8(xv[j], f);
+      Unpack8(xv[j], f);
     }
 #pragma unroll
     for (int e = 0; e < 8; ++e) ss += f[e] * f[e];
@@ -74,7 +67,7 @@ __global__ void __launch_bounds__(kThreads)
     const float4 wa = w4[2 * i], wb = w4[2 * i + 1];
     const float wf[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
     float f[8];
-    ToFloat8(xv[j], f);
+    Unpack8(xv[j], f);
 #pragma unroll
     for (int e = 0; e < 8; ++e) f[e] = (f[e] * inv) * (1.0f + wf[e]);
     o[i] = ToBf16x8(f);
