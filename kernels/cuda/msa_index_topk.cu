@@ -225,9 +225,9 @@ constexpr int kMergeWarps = 16;
 
 // One thread block of kMergeWarps warps per (row, head), for steps with few of them (decode).
 // Warp w takes the row's 32-key batches w, w + kMergeWarps, ...; a batch is sorted and merged
-// into the warp's list only when one of its keys beats the list's 32nd (after the first few
-// batches of a long row, most are skipped). Exact: each list always holds the 32 smallest keys
-// its warp has seen, so the tree of merges ends with the row's 32 smallest.
+// into the warp's list only when one of its keys beats the list's 32nd (on very long rows most
+// late batches do not). Exact: each list always holds the 32 smallest keys its warp has seen,
+// so the tree of merges ends with the row's 32 smallest.
 __global__ void __launch_bounds__(kMergeWarps * 32)
     MergeTopKKernel(const float* scores, PagedLayout L, int64_t heads, int64_t block_size,
                     int64_t max_blocks, int64_t topk, int64_t local_blocks, int32_t* selected) {

@@ -1,9 +1,11 @@
 // Split-K (flash-decoding) attention for the decode rows of a step, the rows [0, num_decodes)
 // with query length 1: one CTA per (row, KV group, split) attends all q heads of the group on
 // tensor cores, so each K/V byte is read once; splits write partial (max, sum, output) that a
-// combine kernel merges. Dense splits are equal key ranges sized from the block-table width;
-// block-sparse splits are the selection slots (one selected key block each). The launch depends
-// only on num_decodes, the block-table width and topk, never on context lengths (CUDA graphs).
+// combine kernel merges (one split writes the output directly). Dense splits are equal key
+// ranges sized from the block-table width; block-sparse splits are equal ranges of the row's
+// selected blocks laid end to end (empty, repeated and past-position keys masked). The launch
+// depends only on num_decodes, the block-table width, topk and the block size, never on
+// context lengths (CUDA graphs).
 #pragma once
 
 #include <cstddef>
