@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
 __global__ void CombineKernel(const float* part, const float* ml, int64_t splits, int64_t dim,
                               bf16* out) {
   ChainedKernelStart();
-  extern __shared__ float weight[];  // [splits]
+  extern __shared__ float weight[];  // [splits + 8]
   __shared__ float scratch[32];
   const int64_t head = blockIdx.x;
   const float* m = ml + head * splits * 2;
@@ -197,6 +197,8 @@ __global__ void CombineKernel(const float* part, const float* ml, int64_t splits
   float M = -INFINITY;
   for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) M = fmaxf(M, scratch[w]);
   __syncthreads();  // scratch is reused by BlockSum
+  // The unrolled channel loop below may load up to 8 weights past the last split: zeros.
+  for (int64_t c = splits + threadIdx.x; c < splits + 8; c += blockDim.x) weight[c] = 0.0f;
   float l = 0.0f;
   for (int64_t c = threadIdx.x; c < splits; c += blockDim.x) {
     const float f = M == -INFINITY ? 0.0f : exp2f(m[2 * c] - M);
@@ -224,7 +226,7 @@ void Launch(const Args& a, int64_t num_decodes, cudaStream_t stream) {
   LaunchAfterPrior(DecodeKernel<D>, grid, kWarps * 32, smem, stream, a);
   if (a.splits > 1) {
     LaunchAfterPrior(CombineKernel, static_cast<unsigned>(num_decodes * a.dims.num_q_heads), D,
-                     a.splits * sizeof(float), stream, a.part, a.ml, a.splits, D, a.out);
+                     (a.splits + 8) * sizeof(float), stream, a.part, a.ml, a.splits, D, a.out);
   }
 }
 
