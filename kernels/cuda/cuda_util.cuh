@@ -97,6 +97,11 @@ void LaunchAfterPrior(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
 }
 #endif
 
+// Whether p may be read and written as 16-byte vectors (null counts as aligned).
+inline bool Aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
 inline unsigned Blocks(int64_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }

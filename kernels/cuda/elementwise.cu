@@ -71,8 +71,7 @@ void AddBias(void* y, ElemType yt, const float* bias, int64_t rows, int64_t cols
 void GatherRows(const void* src, int64_t row_bytes, const int32_t* index, int64_t n, void* dst,
                 cudaStream_t stream) {
   if (n <= 0) return;
-  const bool wide = row_bytes % 16 == 0 && (reinterpret_cast<uintptr_t>(src) & 15) == 0 &&
-                    (reinterpret_cast<uintptr_t>(dst) & 15) == 0;
+  const bool wide = row_bytes % 16 == 0 && Aligned16(src) && Aligned16(dst);
   const int64_t units = wide ? row_bytes / 16 : row_bytes / 2;
   const dim3 grid(static_cast<unsigned>(n),
                   static_cast<unsigned>(std::min<int64_t>((units + 255) / 256, 8)));

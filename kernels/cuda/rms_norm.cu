@@ -98,10 +98,6 @@ __global__ void AddRmsNormKernel(bf16* residual, const bf16* delta, int64_t dim,
     o[i] = __float2bfloat16((__bfloat162float(x[i]) * inv) * (1.0f + w[i]));
 }
 
-bool Aligned16(const void* p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
-}
-
 }  // namespace
 
 void AddRmsNormGemma(bf16* residual, const bf16* delta, int64_t rows, int64_t dim, const float* w,
