@@ -85,23 +85,35 @@ struct WarpState {
 
 // Loads the A fragments: q_lo / q_hi are rows g and g + 8 (null: a zero row).
 template <int D>
-__device__ __forceinline__ void InitState(WarpState<D>& w, const bf16* q_lo, const bf16* q_hi,
-                                          int lane) {
+__device__ __forceinline__ void LoadQ(uint32_t (&q)[D / 16][4], const bf16* q_lo, const bf16* q_hi,
+                                      int lane) {
   const int t2 = 2 * (lane & 3);
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     const int c = ks * 16 + t2;
-    w.q[ks][0] = q_lo ? *reinterpret_cast<const uint32_t*>(q_lo + c) : 0u;
-    w.q[ks][1] = q_hi ? *reinterpret_cast<const uint32_t*>(q_hi + c) : 0u;
-    w.q[ks][2] = q_lo ? *reinterpret_cast<const uint32_t*>(q_lo + c + 8) : 0u;
-    w.q[ks][3] = q_hi ? *reinterpret_cast<const uint32_t*>(q_hi + c + 8) : 0u;
+    q[ks][0] = q_lo ? *reinterpret_cast<const uint32_t*>(q_lo + c) : 0u;
+    q[ks][1] = q_hi ? *reinterpret_cast<const uint32_t*>(q_hi + c) : 0u;
+    q[ks][2] = q_lo ? *reinterpret_cast<const uint32_t*>(q_lo + c + 8) : 0u;
+    q[ks][3] = q_hi ? *reinterpret_cast<const uint32_t*>(q_hi + c + 8) : 0u;
   }
+}
+
+// An empty softmax state and output accumulator.
+template <int D>
+__device__ __forceinline__ void ResetState(WarpState<D>& w) {
 #pragma unroll
   for (int n = 0; n < D / 8; ++n)
 #pragma unroll
     for (int i = 0; i < 4; ++i) w.acc[n][i] = 0.0f;
   w.m[0] = w.m[1] = -INFINITY;
   w.l[0] = w.l[1] = 0.0f;
+}
+
+template <int D>
+__device__ __forceinline__ void InitState(WarpState<D>& w, const bf16* q_lo, const bf16* q_hi,
+                                          int lane) {
+  LoadQ<D>(w.q, q_lo, q_hi, lane);
+  ResetState<D>(w);
 }
 
 // Attends the warp's queries to BN keys of shared tiles sk / sv ([BN][D], TileOffset layout).

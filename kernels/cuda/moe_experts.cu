@@ -198,6 +198,8 @@ Path ForcedPath() {
 // 8K-token prefill, 256 rows per expert, 17.1 ms grouped against 8.6 ms looped; 64-row decode,
 // ~3 rows per expert, grouped 10% faster).
 constexpr int64_t kLoopGroupRows = 64;
+// The token-dimension tile of cuBLAS's large GEMMs, by which padded groups are classed.
+constexpr int64_t kPadTileRows = 128;
 // Up to this many picks one cuBLAS GEMV per pick measured faster than the GEMV kernels (H100,
 // one decode row, top-4: 0.504 against 0.517 ms per layer step); beyond, shared experts win.
 constexpr int64_t kPickMaxPicks = 8;
@@ -355,31 +357,46 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
     if (e < 0 || e >= E) throw std::runtime_error("MoeGroupedExperts: expert id out of range");
     ++count[e];
   }
+  // Experts in classes of equal 128-row tile counts (ascending), each class padded to its own
+  // largest group: cuBLAS tiles the token dimension by 128, so one cap for all (the largest
+  // group, a little over 256 rows for balanced prefill routing) made every expert pay for a
+  // third tile that only the largest need.
   std::vector<int32_t> experts_used;
-  int64_t most = 0;
   for (int64_t e = 0; e < E; ++e)
-    if (count[e] > 0) {
-      experts_used.push_back(static_cast<int32_t>(e));
-      most = std::max(most, count[e]);
-    }
+    if (count[e] > 0) experts_used.push_back(static_cast<int32_t>(e));
+  auto tiles = [&](int32_t e) { return (count[e] + kPadTileRows - 1) / kPadTileRows; };
+  std::stable_sort(experts_used.begin(), experts_used.end(),
+                   [&](int32_t a, int32_t b) { return tiles(a) < tiles(b); });
   const int64_t G = static_cast<int64_t>(experts_used.size());
-  // Padded: group g's rows at slots [g * cap, g * cap + count), one batched GEMM per projection
-  // over all groups (padding rows are zeros, computed and never read).
-  const int64_t cap = (most + 7) / 8 * 8;
+  struct PadClass {
+    int64_t first, groups, cap;  // groups [first, first + groups), rows padded to cap
+  };
+  std::vector<PadClass> classes;
+  int64_t padded_slots = 0;
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t c = count[experts_used[g]];
+    if (classes.empty() || tiles(experts_used[g]) != tiles(experts_used[classes.back().first]))
+      classes.push_back({g, 0, 0});
+    ++classes.back().groups;
+    classes.back().cap = std::max(classes.back().cap, (c + 7) / 8 * 8);
+  }
+  for (const PadClass& c : classes) padded_slots += c.groups * c.cap;
   Mode mode = Mode::kLoop;
   if (path == Path::kGrouped)
     mode = Mode::kGrouped;
   else if (path == Path::kPadded)
     mode = Mode::kPadded;
   else if (path == Path::kAuto)
-    mode = G * cap * 4 <= picks * 5     ? Mode::kPadded
-           : picks < kLoopGroupRows * G ? Mode::kGrouped
-                                        : Mode::kLoop;
-  const int64_t slots = mode == Mode::kPadded ? G * cap : picks;
+    mode = padded_slots * 4 <= picks * 5 ? Mode::kPadded
+           : picks < kLoopGroupRows * G  ? Mode::kGrouped
+                                         : Mode::kLoop;
+  const int64_t slots = mode == Mode::kPadded ? padded_slots : picks;
   if (slots > INT_MAX) throw std::runtime_error("MoeGroupedExperts: batch beyond int range");
   std::vector<int64_t> group_start(G + 1, 0);  // slot of each group's first row
-  for (int64_t g = 0; g < G; ++g)
-    group_start[g + 1] = group_start[g] + (mode == Mode::kPadded ? cap : count[experts_used[g]]);
+  for (const PadClass& c : classes)
+    for (int64_t g = c.first; g < c.first + c.groups; ++g)
+      group_start[g + 1] =
+          group_start[g] + (mode == Mode::kPadded ? c.cap : count[experts_used[g]]);
   std::vector<int64_t> fill(E, 0);
   for (int64_t g = 0; g < G; ++g) fill[experts_used[g]] = group_start[g];
   // Host-built upload: perm (source row per slot, -1: padding), pick -> slot, then the GEMMs'
@@ -459,16 +476,20 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
       }
     };
     if (mode == Mode::kPadded) {
-      BatchedGemm(handle, dev_ptrs, dev_ptrs + G, const_cast<void* const*>(dev_ptrs + 2 * G), 2 * I,
-                  cap, H, CUDA_R_16BF, G);
+      for (const PadClass& c : classes)
+        BatchedGemm(handle, dev_ptrs + c.first, dev_ptrs + G + c.first,
+                    const_cast<void* const*>(dev_ptrs + 2 * G + c.first), 2 * I, c.cap, H,
+                    CUDA_R_16BF, c.groups);
     } else if (mode == Mode::kLoop ||
                !GroupedGemm(handle, dev_ptrs, group_rows, 2 * I, H, CUDA_R_16BF)) {
       loop(xs, H, gate_up, 2 * I, gu, ElemType::kBF16);
     }
     SwigluOai(gu, slots, I, d.alpha, d.limit, act, stream);
     if (mode == Mode::kPadded)
-      BatchedGemm(handle, dev_ptrs + 3 * G, dev_ptrs + 4 * G,
-                  const_cast<void* const*>(dev_ptrs + 5 * G), H, cap, I, CUDA_R_32F, G);
+      for (const PadClass& c : classes)
+        BatchedGemm(handle, dev_ptrs + 3 * G + c.first, dev_ptrs + 4 * G + c.first,
+                    const_cast<void* const*>(dev_ptrs + 5 * G + c.first), H, c.cap, I, CUDA_R_32F,
+                    c.groups);
     else
       loop(act, I, down, H, ys, ElemType::kF32);
     Unpermute(ys, dev_index + slots, ids, weights, weights_t, rows, K, H, d.scale, out, stream);

@@ -5,7 +5,10 @@
 #include "kernels/cuda/paged_attention.cuh"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
+#include "kernels/cuda/block_major_sparse_attention.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
 
@@ -122,6 +125,20 @@ int64_t FastDecodes(const Args& a) {
   return UseFastPaths(a) ? std::clamp<int64_t>(a.layout.num_decodes, 0, a.layout.rows) : 0;
 }
 
+// Sparse prefill rows: key-block-major once a step has enough of them for blocks to be shared
+// (or their partials to be worth it), query-major below. M3_SPARSE_PREFILL=query|block forces
+// one (the tests run both, the benchmarks compare them).
+bool UseBlockMajor(const Args& a, int64_t decodes) {
+  constexpr int64_t kMinRows = 256;
+  if (a.selected == nullptr || !BlockMajorSparseAttentionSupported(a.dims, a.block_size))
+    return false;
+  if (const char* env = std::getenv("M3_SPARSE_PREFILL")) {
+    if (std::strcmp(env, "query") == 0) return false;
+    if (std::strcmp(env, "block") == 0) return true;
+  }
+  return a.layout.rows - decodes >= kMinRows;
+}
+
 DecodePlan Plan(const PagedLayout& layout, const AttentionDims& dims, int64_t topk) {
   return PlanDecode(layout.num_decodes, layout.max_pages * layout.page_size, dims, topk);
 }
@@ -149,6 +166,10 @@ void Dispatch(const Args& a, AttentionWorkspace ws, cudaStream_t stream) {
                          plan, static_cast<float*>(scratch), a.out, stream);
     if (need > 0 && ws.data == nullptr) cudaFreeAsync(scratch, stream);
   }
+  if (UseBlockMajor(a, decodes) &&
+      BlockMajorSparseAttention(a.q, a.k, a.v, a.layout, decodes, a.dims, a.selected, a.topk,
+                                a.block_size, a.out, stream))
+    return;
   PagedPrefillAttention(a.q, a.k, a.v, a.layout, decodes, a.dims, a.selected, a.topk, a.block_size,
                         a.out, stream);
 }

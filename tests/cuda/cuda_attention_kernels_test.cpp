@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -232,6 +233,17 @@ void RunCase(const std::string& name, const Step& s, const Shape& sh, int64_t to
 
 const Shape kReal{64, 4, 128};
 
+// A block-sparse case with the prefill rows forced query-major, then key-block-major
+// (paged_attention.cu's M3_SPARSE_PREFILL); below 256 prefill rows the dispatch takes the first.
+void RunSparseBothWays(const std::string& name, const Step& s, const Shape& sh, int64_t topk,
+                       int64_t block, uint32_t seed) {
+  for (const char* mode : {"query", "block"}) {
+    setenv("M3_SPARSE_PREFILL", mode, 1);
+    RunCase(name + ", " + mode + "-major", s, sh, topk, block, seed);
+  }
+  unsetenv("M3_SPARSE_PREFILL");
+}
+
 TEST_CASE("split-K decode attention matches the CPU twin, dense and block-sparse") {
   // Contexts on and off the 128-key pipeline rounds and the split lengths, one key up to 32K.
   const std::vector<std::pair<int32_t, int32_t>> decodes = {
@@ -267,18 +279,26 @@ TEST_CASE("tensor-core prefill attention matches the CPU twin, dense and block-s
     const Step s = MakeStep(mixed, ps, 0, 11);
     const std::string tag = "mixed decodes + chunks, page " + std::to_string(ps);
     RunCase(tag + ", dense", s, group16, 0, 128, 400 + ps);
-    RunCase(tag + ", top-16 of 128", s, group16, 16, 128, 500 + ps);
+    RunSparseBothWays(tag + ", top-16 of 128", s, group16, 16, 128, 500 + ps);
   }
-  RunCase("mixed, page 16, top-8 of 64-key blocks", MakeStep(mixed, 16, 0, 12), group16, 8, 64,
-          600);
+  RunSparseBothWays("mixed, page 16, top-8 of 64-key blocks", MakeStep(mixed, 16, 0, 12), group16,
+                    8, 64, 600);
   // head_dim 64, 4 q heads per group: four rows per warp, 16 per CTA.
   const Shape group4{8, 2, 64};
   const Step s4 = MakeStep({{700, 1}, {33, 1}, {100, 45}, {0, 19}, {257, 1}}, 16, 0, 13);
   RunCase("head_dim 64, 4 heads per group, dense", s4, group4, 0, 32, 700);
-  RunCase("head_dim 64, 4 heads per group, top-6 of 32-key blocks", s4, group4, 6, 32, 701);
+  RunSparseBothWays("head_dim 64, 4 heads per group, top-6 of 32-key blocks", s4, group4, 6, 32,
+                    701);
   // One q head per group (eight rows per warp) and head_dim 32 (the reference kernel's shape).
   RunCase("head_dim 64, 1 head per group, dense", s4, Shape{2, 2, 64}, 0, 32, 702);
   RunCase("head_dim 32 (reference path), top-4 of 16", s4, Shape{4, 2, 32}, 4, 16, 703);
+  // Enough prefill rows for the dispatch to go key-block-major on its own: a fresh 1500-row
+  // prompt beside a chunk after cached context and a decode, at the real head shapes.
+  RunCase("1500-row prompt + chunk, top-16 of 128, real heads",
+          MakeStep({{2000, 1}, {0, 1500}, {700, 300}}, 128, 0, 17), kReal, 16, 128, 704);
+  // One q head per group: sixteen rows per M tile.
+  RunSparseBothWays("head_dim 64, 1 head per group, top-5 of 32-key blocks", s4, Shape{2, 2, 64}, 5,
+                    32, 705);
 }
 
 TEST_CASE("decode attention captured in a CUDA graph follows the context lengths on the device") {
