@@ -137,7 +137,7 @@ void EngineCore::StopAdmission() {
 
 bool EngineCore::Idle() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return active_ids_.empty();
+  return active_ids_.empty() && finishing_ == 0;
 }
 
 void EngineCore::PublishStats() {
@@ -167,6 +167,20 @@ void EngineCore::Emit(Sequence* seq, RequestOutput&& out) {
   }
 }
 
+void EngineCore::EmitFinal(Sequence* seq, RequestOutput&& out) {
+  // The id is free again before the client can see the end of its stream: a client that
+  // resubmits the same id as soon as it has the final output (a seeded re-run) must not race
+  // this thread and be refused with "already in use".
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ids_.erase(seq->id());
+    ++finishing_;
+  }
+  Emit(seq, std::move(out));
+  std::lock_guard<std::mutex> lock(mu_);
+  --finishing_;
+}
+
 void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& error,
                         ErrorCode code) {
   std::unique_ptr<Sequence> owned = scheduler_->Remove(seq->id());
@@ -178,9 +192,7 @@ void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& e
   out.completion_tokens = seq->num_generated();
   out.cached_prompt_tokens = std::max<int64_t>(seq->cached_prompt_tokens, 0);
   out.seed = seq->sampling().seed;
-  Emit(seq, std::move(out));
-  std::lock_guard<std::mutex> lock(mu_);
-  active_ids_.erase(seq->id());
+  EmitFinal(seq, std::move(out));
 }
 
 void EngineCore::Loop() {
@@ -208,16 +220,13 @@ void EngineCore::Loop() {
           out.finish = FinishReason::kAbort;
           out.prompt_tokens = in->prompt_len();
           out.seed = in->sampling().seed;
-          Emit(in.get(), std::move(out));
-          std::lock_guard<std::mutex> lock(mu_);
-          active_ids_.erase(id);
+          EmitFinal(in.get(), std::move(out));
           in.reset();
         }
       }
     }
     for (auto& in : incoming) {
       if (!in) continue;
-      const std::string id = in->id();
       try {
         scheduler_->Add(std::move(in));
       } catch (const Error& e) {
@@ -227,9 +236,7 @@ void EngineCore::Loop() {
         out.finish = FinishReason::kError;
         out.error = e.what();
         out.error_code = e.code();
-        Emit(in.get(), std::move(out));
-        std::lock_guard<std::mutex> lock(mu_);
-        active_ids_.erase(id);
+        EmitFinal(in.get(), std::move(out));
       }
     }
     try {
@@ -315,9 +322,7 @@ void EngineCore::Step() {
     out.completion_tokens = s->num_generated();
     out.cached_prompt_tokens = std::max<int64_t>(s->cached_prompt_tokens, 0);
     out.seed = p.seed;
-    Emit(s, std::move(out));
-    std::lock_guard<std::mutex> lock(mu_);
-    active_ids_.erase(s->id());
+    EmitFinal(s, std::move(out));
   }
 }
 

@@ -81,6 +81,8 @@ class EngineCore {
   void Finish(Sequence* seq, FinishReason reason, const std::string& error = "",
               ErrorCode code = ErrorCode::kInternal);
   void Emit(Sequence* seq, RequestOutput&& out);
+  // The last output of a request: releases its id first (see engine_core.cpp).
+  void EmitFinal(Sequence* seq, RequestOutput&& out);
   void PublishStats();
 
   std::unique_ptr<ModelRunner> runner_;
@@ -97,6 +99,7 @@ class EngineCore {
   std::deque<std::unique_ptr<Sequence>> inbox_;
   std::vector<std::string> aborts_;
   std::unordered_set<std::string> active_ids_;
+  int64_t finishing_ = 0;  // final outputs being emitted (ids already released): not Idle()
   EngineStats stats_;
   bool stop_ = false;
   std::atomic<bool> accepting_{true};
