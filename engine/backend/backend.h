@@ -144,6 +144,12 @@ class Backend {
   virtual StepMetadata PrepareStep(const ForwardBatch& batch, int64_t page_size,
                                    std::span<const float> rope_cos, std::span<const float> rope_sin,
                                    int64_t rotary_dim) = 0;
+  // The same, with the rotary rows made from the batch's positions and the rotary inverse
+  // frequencies (rotary_dim = 2 * inv_freq.size()) as kernels/cpu/rope.h's RopeCosSin does:
+  // here on the host's threads, on the device where a backend can (an 8K-token prefill's tables
+  // are 4 MB to compute and upload).
+  virtual StepMetadata PrepareStepFromPositions(const ForwardBatch& batch, int64_t page_size,
+                                                std::span<const float> inv_freq);
 
   // ---- elementwise / normalization / data movement ----
   // out[r] = table[ids[r]]; ids i32 [rows], table [vocab, hidden].

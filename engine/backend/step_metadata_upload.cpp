@@ -1,14 +1,25 @@
-// UploadStepMetadata: one Alloc + Upload per field, in the backend's own order of operations.
+// UploadStepMetadata: one Alloc + Upload per field, in the backend's own order of operations;
+// the host rotary rows of the default PrepareStepFromPositions.
 #include "engine/backend/step_metadata_upload.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace m3::engine::backend {
+#include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/rope.h"
 
-StepMetadata UploadStepMetadata(Backend& be, const ForwardBatch& b, int64_t page_size,
-                                std::span<const float> rope_cos, std::span<const float> rope_sin,
-                                int64_t rotary_dim) {
+namespace m3::engine::backend {
+namespace {
+
+DeviceTensor Put(Backend& be, DType dt, Shape shape, const void* src) {
+  DeviceTensor t = be.Alloc(dt, std::move(shape));
+  be.Upload(src, t);
+  return t;
+}
+
+}  // namespace
+
+StepMetadata UploadStepLayout(Backend& be, const ForwardBatch& b, int64_t page_size) {
   StepMetadata m;
   m.rows = b.num_rows();
   m.seqs = b.num_seqs();
@@ -21,19 +32,40 @@ StepMetadata UploadStepMetadata(Backend& be, const ForwardBatch& b, int64_t page
     m.max_query_len = std::max(m.max_query_len, q);
     m.max_seq_len = std::max(m.max_seq_len, b.context_lens[s] + q);
   }
-  auto put = [&](DType dt, Shape shape, const void* src) {
-    DeviceTensor t = be.Alloc(dt, std::move(shape));
-    be.Upload(src, t);
-    return t;
-  };
-  m.positions = put(DType::kI32, {m.rows}, b.positions.data());
-  m.query_start = put(DType::kI32, {m.seqs + 1}, b.query_start.data());
-  m.context_lens = put(DType::kI32, {m.seqs}, b.context_lens.data());
-  m.block_tables = put(DType::kI32, {m.seqs, m.max_pages_per_seq}, b.block_tables.data());
-  m.slot_mapping = put(DType::kI64, {m.rows}, b.slot_mapping.data());
-  m.rope_cos = put(DType::kF32, {m.rows, rotary_dim}, rope_cos.data());
-  m.rope_sin = put(DType::kF32, {m.rows, rotary_dim}, rope_sin.data());
+  m.positions = Put(be, DType::kI32, {m.rows}, b.positions.data());
+  m.query_start = Put(be, DType::kI32, {m.seqs + 1}, b.query_start.data());
+  m.context_lens = Put(be, DType::kI32, {m.seqs}, b.context_lens.data());
+  m.block_tables = Put(be, DType::kI32, {m.seqs, m.max_pages_per_seq}, b.block_tables.data());
+  m.slot_mapping = Put(be, DType::kI64, {m.rows}, b.slot_mapping.data());
   return m;
+}
+
+StepMetadata UploadStepMetadata(Backend& be, const ForwardBatch& b, int64_t page_size,
+                                std::span<const float> rope_cos, std::span<const float> rope_sin,
+                                int64_t rotary_dim) {
+  StepMetadata m = UploadStepLayout(be, b, page_size);
+  m.rope_cos = Put(be, DType::kF32, {m.rows, rotary_dim}, rope_cos.data());
+  m.rope_sin = Put(be, DType::kF32, {m.rows, rotary_dim}, rope_sin.data());
+  return m;
+}
+
+void HostRopeTables(const ForwardBatch& b, std::span<const float> inv_freq, std::vector<float>& cos,
+                    std::vector<float>& sin) {
+  const int64_t rows = b.num_rows(), rot = 2 * static_cast<int64_t>(inv_freq.size());
+  const std::vector<float> freqs(inv_freq.begin(), inv_freq.end());
+  cos.resize(rows * rot);
+  sin.resize(rows * rot);
+  kernels::cpu::ParallelFor(rows, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      kernels::cpu::RopeCosSin(b.positions[r], freqs, cos.data() + r * rot, sin.data() + r * rot);
+  });
+}
+
+StepMetadata Backend::PrepareStepFromPositions(const ForwardBatch& b, int64_t page_size,
+                                               std::span<const float> inv_freq) {
+  std::vector<float> cos, sin;
+  HostRopeTables(b, inv_freq, cos, sin);
+  return PrepareStep(b, page_size, cos, sin, 2 * static_cast<int64_t>(inv_freq.size()));
 }
 
 }  // namespace m3::engine::backend

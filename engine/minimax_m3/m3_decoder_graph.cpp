@@ -6,7 +6,7 @@
 #include <string>
 
 #include "engine/backend/device_encoder_output.h"
-#include "kernels/cpu/parallel_for.h"
+#include "engine/backend/step_metadata_upload.h"
 #include "kernels/cpu/rope.h"
 #include "shared/error.h"
 
@@ -229,24 +229,17 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, std::vector<float>& logits,
 void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
                              const CaptureRequest& capture) {
   Validate(b);
-  const TextConfig& t = config_.text;
-  const int64_t rows = b.num_rows(), rot = t.rotary_dim;
+  const int64_t rows = b.num_rows();
   backend::Backend& be = backend_;
-
-  // Once per step: the rotary rows, on the host's threads (double-precision trig: an 8K-token
-  // prefill spent 3.9 ms here on one core while the GPU waited).
-  std::vector<float> cos(rows * rot), sin(rows * rot);
-  kernels::cpu::ParallelFor(rows, 256, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r)
-      kernels::cpu::RopeCosSin(b.positions[r], inv_freq_, cos.data() + r * rot,
-                               sin.data() + r * rot);
-  });
 
   // Decode-only steps (one row per sequence, each row's logits wanted, no media, nothing to
   // capture) run at their bucket's shape: its recorded graph, or op by op when not recording.
+  // Their few rotary rows are made on the host (the graph's inputs are host arrays).
   const int64_t n = static_cast<int64_t>(b.logits_rows.size());
   if (graphs_ && b.num_decodes == b.num_seqs() && rows == b.num_seqs() && n == rows &&
       b.media.empty() && !capture.out) {
+    std::vector<float> cos, sin;
+    backend::HostRopeTables(b, inv_freq_, cos, sin);
     const auto forward = [this](const backend::StepMetadata& meta, const DeviceTensor& ids) {
       return Forward(meta, ids, {}, nullptr, CaptureRequest{});
     };
@@ -259,7 +252,8 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
     backend::Backend& be;
     ~EndStep() { be.EndStep(); }
   } end_step{be};
-  backend::StepMetadata meta = be.PrepareStep(b, page_size_, cos, sin, rot);
+  // The rotary rows where the backend can make them (an 8K-token prefill's tables are 4 MB).
+  backend::StepMetadata meta = be.PrepareStepFromPositions(b, page_size_, inv_freq_);
   DeviceTensor ids = be.Alloc(DType::kI32, {rows});
   be.Upload(b.token_ids.data(), ids);
   const DeviceTensor out = Forward(meta, ids, b.media, &b.logits_rows, capture);

@@ -92,7 +92,30 @@ __global__ void QkNormRopeKernel(Args a) {
   }
 }
 
+__global__ void RopeTablesKernel(const int32_t* positions, int64_t rows, const float* inv_freq,
+                                 int64_t half, float* cos_out, float* sin_out) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= rows * half) return;
+  const int64_t r = i / half, f = i % half;
+  // The host's arithmetic: an f32 product, then f64 trigonometry rounded to f32.
+  const float angle = static_cast<float>(positions[r]) * inv_freq[f];
+  const float c = static_cast<float>(cos(static_cast<double>(angle)));
+  const float s = static_cast<float>(sin(static_cast<double>(angle)));
+  float* cr = cos_out + r * 2 * half;
+  float* sr = sin_out + r * 2 * half;
+  cr[f] = cr[f + half] = c;
+  sr[f] = sr[f + half] = s;
+}
+
 }  // namespace
+
+void RopeTables(const int32_t* positions, int64_t rows, const float* inv_freq, int64_t half,
+                float* cos, float* sin, cudaStream_t stream) {
+  if (rows <= 0 || half <= 0) return;
+  RopeTablesKernel<<<Blocks(rows * half, 256), 256, 0, stream>>>(positions, rows, inv_freq, half,
+                                                                 cos, sin);
+  CheckLaunch("RopeTables");
+}
 
 void QkNormRopeToPages(const bf16* qkv, int64_t rows, const QkNormRopeDims& d,
                        const QkNormWeightsPtr& w, const float* cos, const float* sin,

@@ -31,6 +31,13 @@ struct QkNormWeightsPtr {
   const float* index_k_norm = nullptr;
 };
 
+// The rotary rows of a step from its positions, as kernels/cpu/rope.h's RopeCosSin computes them
+// (angle = float(position) * inv_freq[i] in f32, its cosine and sine in f64, rounded to f32):
+// cos / sin f32 [rows, 2 * half], each row [freqs, freqs]; positions i32 [rows], inv_freq
+// f32 [half].
+void RopeTables(const int32_t* positions, int64_t rows, const float* inv_freq, int64_t half,
+                float* cos, float* sin, cudaStream_t stream);
+
 // cos / sin f32 [rows, rot]; slots i64 [rows].
 void QkNormRopeToPages(const bf16* qkv, int64_t rows, const QkNormRopeDims& dims,
                        const QkNormWeightsPtr& w, const float* cos, const float* sin,

@@ -214,6 +214,13 @@ class TimedBackend : public Backend {
           [&] { m = in_.PrepareStep(batch, page_size, cos, sin, rotary_dim); });
     return m;
   }
+  be::StepMetadata PrepareStepFromPositions(const ForwardBatch& batch, int64_t page_size,
+                                            std::span<const float> inv_freq) override {
+    be::StepMetadata m;
+    Timed("PrepareStep (uploads, rotary rows)",
+          [&] { m = in_.PrepareStepFromPositions(batch, page_size, inv_freq); });
+    return m;
+  }
   void Embedding(const DeviceTensor& t, const DeviceTensor& ids, const DeviceTensor& out) override {
     Timed("Embedding", [&] { in_.Embedding(t, ids, out); });
   }

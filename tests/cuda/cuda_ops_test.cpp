@@ -16,6 +16,8 @@
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/make_backend.h"
+#include "engine/backend/step_metadata_upload.h"
+#include "kernels/cpu/rope.h"
 #include "shared/dtype.h"
 #include "tests/test_util.h"
 
@@ -343,6 +345,27 @@ TEST_CASE("paged decoder attention ops match the CPU twins at 32K context") {
   b.cpu->BlockSparseAttention(q.cpu, cc, mc, shape, sel.cpu, topk, B, att.cpu);
   b.gpu->BlockSparseAttention(q.gpu, cg, mg, shape, sel.gpu, topk, B, att.gpu);
   CHECK(Compare("BlockSparseAttention (top-16 of 128)", att) < kTol);
+}
+
+TEST_CASE("the rotary rows made on the device are the host's, bit for bit") {
+  // Positions up to 1M, two rotary widths and bases (the real model's 64 at 5e6, and 128 at 1e4).
+  PagedStep st = MakeStep({{0, 300}, {131000, 50}, {999990, 9}}, 2);
+  for (auto [rot, theta] : {std::pair<int64_t, double>{64, 5e6}, {128, 1e4}}) {
+    const std::vector<float> inv = kernels::cpu::RopeInverseFrequencies(rot, theta);
+    std::vector<float> cos, sin;
+    engine::backend::HostRopeTables(st.batch, inv, cos, sin);
+    Backend& gpu = *Both().gpu;
+    const engine::backend::StepMetadata m =
+        gpu.PrepareStepFromPositions(st.batch, st.page_size, inv);
+    const std::vector<float> dc = Get(gpu, m.rope_cos), ds = Get(gpu, m.rope_sin);
+    REQUIRE(dc.size() == cos.size());
+    REQUIRE(ds.size() == sin.size());
+    int64_t differ = 0;
+    for (size_t i = 0; i < cos.size(); ++i) differ += (dc[i] != cos[i]) + (ds[i] != sin[i]);
+    std::printf("  rotary %lld, theta %g: %lld of %zu values differ\n", static_cast<long long>(rot),
+                theta, static_cast<long long>(differ), 2 * cos.size());
+    CHECK(differ == 0);
+  }
 }
 
 TEST_CASE("MoE routing and grouped experts match the CPU twins") {

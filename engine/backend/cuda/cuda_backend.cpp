@@ -334,6 +334,21 @@ class CudaBackend : public Backend {
     ReleaseStaging();  // loading is over once steps run
     return UploadStepMetadata(*this, b, page_size, rope_cos, rope_sin, rotary_dim);
   }
+  StepMetadata PrepareStepFromPositions(const ForwardBatch& b, int64_t page_size,
+                                        std::span<const float> inv_freq) override {
+    ReleaseStaging();
+    StepMetadata m = UploadStepLayout(*this, b, page_size);
+    const int64_t half = static_cast<int64_t>(inv_freq.size());
+    DeviceTensor freqs = Alloc(DType::kF32, {half});
+    Upload(inv_freq.data(), freqs);
+    m.rope_cos = Alloc(DType::kF32, {m.rows, 2 * half});
+    m.rope_sin = Alloc(DType::kF32, {m.rows, 2 * half});
+    Run("RopeTables", [&] {
+      k::RopeTables(m.positions.data<int32_t>(), m.rows, freqs.data<float>(), half,
+                    m.rope_cos.data<float>(), m.rope_sin.data<float>(), S());
+    });
+    return m;
+  }
 
   void Embedding(const DeviceTensor& table, const DeviceTensor& ids,
                  const DeviceTensor& out) override {
