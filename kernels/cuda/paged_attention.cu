@@ -1,7 +1,8 @@
 // Paged attention entry points: decode rows to the split-K kernel, the other rows to the
-// tensor-core prefill kernel, and the reference kernel (one warp per (row, q head) streaming its
-// keys with an online softmax, each lane holding head_dim / 32 channels (lane + 32 i) of q and
-// the accumulator) for shapes the fast paths do not take.
+// tensor-core prefill kernel (or the key-block-major one for many block-sparse rows), and the
+// reference kernel (one warp per (row, q head) streaming its keys with an online softmax, each
+// lane holding head_dim / 32 channels (lane + 32 i) of q and the accumulator) for shapes the
+// fast paths do not take.
 #include "kernels/cuda/paged_attention.cuh"
 
 #include <algorithm>

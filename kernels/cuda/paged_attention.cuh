@@ -6,8 +6,10 @@
 // [rows, q_heads, head_dim] bf16; scores, softmax and accumulation in f32.
 // Decode rows (the first layout.num_decodes, query length 1) take split-K flash decoding
 // (paged_decode_attention.cuh), the other rows tensor-core flash attention
-// (paged_prefill_attention.cuh); shapes those do not take (head_dim other than 64 / 128, more
-// than 16 q heads per KV group, topk above 64) use the one-warp-per-(row, head) reference kernel.
+// (paged_prefill_attention.cuh), or, block-sparse with 256 or more of them, key-block-major
+// attention (block_major_sparse_attention.cuh); shapes those do not take (head_dim other than
+// 64 / 128, more than 16 q heads per KV group, topk above 64) use the one-warp-per-(row, head)
+// reference kernel.
 #pragma once
 
 #include <cstddef>
