@@ -43,6 +43,10 @@ constexpr int kMaxTopk = 32;
 // flight together (one block per row looping over 6144 columns took 23 us at batch 1).
 constexpr int kUnpermuteThreads = 256;
 
+// V consecutive columns per thread: 4 (16-byte loads of the f32 expert outputs) for prefill-
+// sized batches, where the kernel streams every pick's output row and one column per thread
+// left it latency-bound; 1 for decode batches, where more blocks finish sooner.
+template <int V>
 __global__ void __launch_bounds__(kUnpermuteThreads)
     UnpermuteKernel(const float* ys, const int32_t* pick_slot, const int32_t* ids,
                     const void* weights, ElemType wt, int64_t K, int64_t H, float scale,
@@ -63,20 +67,46 @@ __global__ void __launch_bounds__(kUnpermuteThreads)
     weight_of[rank] = LoadAny(weights, wt, r * K + j);
   }
   __syncthreads();
-  const int64_t c = int64_t{blockIdx.x} * kUnpermuteThreads + threadIdx.x;
+  const int64_t c = (int64_t{blockIdx.x} * kUnpermuteThreads + threadIdx.x) * V;
   if (c >= H) return;
-  float routed = 0.0f;
+  if constexpr (V == 1) {
+    float routed = 0.0f;
 #pragma unroll 8
-  for (int i = 0; i < K; ++i) routed += ys[slot_of[i] * H + c] * weight_of[i];
-  out[r * H + c] = __float2bfloat16(routed * scale + __bfloat162float(out[r * H + c]));
+    for (int i = 0; i < K; ++i) routed += ys[slot_of[i] * H + c] * weight_of[i];
+    out[r * H + c] = __float2bfloat16(routed * scale + __bfloat162float(out[r * H + c]));
+  } else {
+    static_assert(V == 4, "4 columns: one float4 of each expert output");
+    float4 routed = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8
+    for (int i = 0; i < K; ++i) {
+      const float4 y = *reinterpret_cast<const float4*>(ys + slot_of[i] * H + c);
+      const float w = weight_of[i];
+      routed.x += y.x * w;
+      routed.y += y.y * w;
+      routed.z += y.z * w;
+      routed.w += y.w * w;
+    }
+    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(out + r * H + c);
+    const float2 o0 = __bfloat1622float2(o[0]), o1 = __bfloat1622float2(o[1]);
+    o[0] = __floats2bfloat162_rn(routed.x * scale + o0.x, routed.y * scale + o0.y);
+    o[1] = __floats2bfloat162_rn(routed.z * scale + o1.x, routed.w * scale + o1.y);
+  }
 }
 
 void Unpermute(const float* ys, const int32_t* pick_slot, const int32_t* ids, const void* weights,
                ElemType wt, int64_t rows, int64_t K, int64_t H, float scale, bf16* out,
                cudaStream_t stream) {
-  const dim3 grid(Blocks(H, kUnpermuteThreads), static_cast<unsigned>(rows));
-  LaunchAfterPrior(UnpermuteKernel, grid, kUnpermuteThreads, 0, stream, ys, pick_slot, ids, weights,
-                   wt, K, H, scale, out);
+  constexpr int64_t kVectorRows = 16;
+  if (rows >= kVectorRows && H % 4 == 0 && Aligned16(ys) &&
+      reinterpret_cast<uintptr_t>(out) % 8 == 0) {
+    const dim3 grid(Blocks(H / 4, kUnpermuteThreads), static_cast<unsigned>(rows));
+    LaunchAfterPrior(UnpermuteKernel<4>, grid, kUnpermuteThreads, 0, stream, ys, pick_slot, ids,
+                     weights, wt, K, H, scale, out);
+  } else {
+    const dim3 grid(Blocks(H, kUnpermuteThreads), static_cast<unsigned>(rows));
+    LaunchAfterPrior(UnpermuteKernel<1>, grid, kUnpermuteThreads, 0, stream, ys, pick_slot, ids,
+                     weights, wt, K, H, scale, out);
+  }
   CheckLaunch("MoeGroupedExperts un-permutation");
 }
 
@@ -155,11 +185,13 @@ SideStreams& Side() {
 }
 
 // xs[slot] = x[perm[slot]], zeros where perm is -1 (padding rows).
-__global__ void PaddedGatherKernel(const bf16* x, int64_t H, const int32_t* perm, bf16* xs) {
+// T: bf16, or uint4 (8 bf16 at a time) when rows are 16-byte aligned; H counts T elements.
+template <class T>
+__global__ void PaddedGatherKernel(const T* x, int64_t H, const int32_t* perm, T* xs) {
   const int64_t slot = blockIdx.x;
   const int32_t r = perm[slot];
   for (int64_t c = threadIdx.x; c < H; c += blockDim.x)
-    xs[slot * H + c] = r >= 0 ? x[r * H + c] : __float2bfloat16(0.0f);
+    xs[slot * H + c] = r >= 0 ? x[r * H + c] : T{};
 }
 
 // C_i = B_i A_i^T for `batch` problems of the same shape (A_i [n, k] row-major as Linear's
@@ -446,7 +478,11 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
     // The pageable upload is staged before cudaMemcpyAsync returns, but `upload` must outlive
     // the copy on every path: wait here (the step is already synchronized above).
     Check(cudaStreamSynchronize(stream), "permutation upload");
-    PaddedGatherKernel<<<static_cast<unsigned>(slots), 128, 0, stream>>>(x, H, dev_index, xs);
+    if (H % 8 == 0 && Aligned16(x) && Aligned16(xs))
+      PaddedGatherKernel<<<static_cast<unsigned>(slots), 128, 0, stream>>>(
+          reinterpret_cast<const uint4*>(x), H / 8, dev_index, reinterpret_cast<uint4*>(xs));
+    else
+      PaddedGatherKernel<<<static_cast<unsigned>(slots), 128, 0, stream>>>(x, H, dev_index, xs);
     CheckLaunch("MoeGroupedExperts gather");
     // One cublasGemmEx per expert, spread over the side streams (forked from and joined
     // back into `stream`).
