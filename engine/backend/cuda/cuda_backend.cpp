@@ -339,12 +339,18 @@ class CudaBackend : public Backend {
     ReleaseStaging();
     StepMetadata m = UploadStepLayout(*this, b, page_size);
     const int64_t half = static_cast<int64_t>(inv_freq.size());
-    DeviceTensor freqs = Alloc(DType::kF32, {half});
-    Upload(inv_freq.data(), freqs);
+    // The frequencies stay on the device, uploaded once: a step uploads only its layout (a
+    // one-row step paid as much again for an upload of 32 floats).
+    if (!std::equal(inv_freq.begin(), inv_freq.end(), rope_freqs_host_.begin(),
+                    rope_freqs_host_.end())) {
+      rope_freqs_ = Make(DType::kF32, {half}, true);
+      Upload(inv_freq.data(), rope_freqs_);
+      rope_freqs_host_.assign(inv_freq.begin(), inv_freq.end());
+    }
     m.rope_cos = Alloc(DType::kF32, {m.rows, 2 * half});
     m.rope_sin = Alloc(DType::kF32, {m.rows, 2 * half});
     Run("RopeTables", [&] {
-      k::RopeTables(m.positions.data<int32_t>(), m.rows, freqs.data<float>(), half,
+      k::RopeTables(m.positions.data<int32_t>(), m.rows, rope_freqs_.data<float>(), half,
                     m.rope_cos.data<float>(), m.rope_sin.data<float>(), S());
     });
     return m;
@@ -686,6 +692,8 @@ class CudaBackend : public Backend {
   std::shared_ptr<CudaBuffer> workspace_;  // the step workspace (ReserveStepWorkspace)
   std::shared_ptr<CudaBuffer> op_scratch_;
   std::vector<std::shared_ptr<CudaBuffer>> retired_scratch_;
+  DeviceTensor rope_freqs_;             // PrepareStepFromPositions' inverse frequencies
+  std::vector<float> rope_freqs_host_;  // what rope_freqs_ holds
   size_t workspace_used_ = 0;
   bool in_step_ = false, recording_ = false, workspace_overflow_logged_ = false;
 };
