@@ -30,6 +30,17 @@ __device__ __forceinline__ int64_t SlotOf(const Layout& l, int64_t s, int64_t j)
   return int64_t{l.block_tables[s * l.max_pages + jj / ps]} * ps + jj % ps;
 }
 
+// The key block slot `slot` of a row's selection list names, or -1 when the slot is ignored:
+// empty, starting past the row's position, or a repeat of an earlier slot (the CPU twin's rule).
+__device__ __forceinline__ int SelectedBlock(const int32_t* sel, int64_t slot, int64_t pos,
+                                             int64_t block_size) {
+  const int b = sel[slot];
+  if (b < 0 || int64_t{b} * block_size > pos) return -1;
+  for (int64_t i = 0; i < slot; ++i)
+    if (sel[i] == b) return -1;
+  return b;
+}
+
 // 16 bytes global -> shared, asynchronously; zero-filled when !valid (src is then not read).
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));

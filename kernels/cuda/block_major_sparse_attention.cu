@@ -61,16 +61,10 @@ __device__ __forceinline__ int64_t Bucket(const Pass& p, int64_t g, int64_t s, i
   return (g * p.nseq + (s - p.s0)) * p.nblk + b;
 }
 
-// The block of a selection, or -1 when it is ignored (empty, past the row's position, or a
-// repeat of an earlier slot): the rule of the CPU twin and of the query-major kernel.
+// The block of a selection, or -1 when it is ignored (attn::SelectedBlock).
 __device__ __forceinline__ int SelectedBlock(const Pass& p, int64_t g, int64_t row, int64_t slot,
                                              int64_t pos) {
-  const int32_t* sel = p.selected + (g * p.layout.rows + row) * p.topk;
-  const int b = sel[slot];
-  if (b < 0 || int64_t{b} * p.bs > pos) return -1;
-  for (int64_t i = 0; i < slot; ++i)
-    if (sel[i] == b) return -1;
-  return b;
+  return attn::SelectedBlock(p.selected + (g * p.layout.rows + row) * p.topk, slot, pos, p.bs);
 }
 
 struct EntryOf {

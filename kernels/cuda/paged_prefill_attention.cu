@@ -108,15 +108,9 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
       // Entries (row, slot) -> block, -1 when empty, beyond the row's position or repeated.
       for (int e = threadIdx.x; e < E; e += blockDim.x) {
         const int64_t rr = r0 + e / a.topk, kk = e % a.topk;
-        int b = -1;
-        if (rr >= rs0 && rr < rs1) {
-          const int32_t* sel = a.selected + (g * rows + rr) * a.topk;
-          b = sel[kk];
-          if (b >= 0 && int64_t{b} * bs > a.layout.PositionOf(s, rr)) b = -1;
-          for (int64_t p = 0; p < kk && b >= 0; ++p)
-            if (sel[p] == b) b = -1;
-        }
-        ent[e] = b;
+        ent[e] = rr >= rs0 && rr < rs1 ? attn::SelectedBlock(a.selected + (g * rows + rr) * a.topk,
+                                                             kk, a.layout.PositionOf(s, rr), bs)
+                                       : -1;
       }
       __syncthreads();
       // The first entry of each block carries the mask of all rows that chose it.
