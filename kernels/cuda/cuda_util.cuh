@@ -80,20 +80,33 @@ __device__ __forceinline__ void ChainedKernelStart() {
 #endif
 }
 
+// As LaunchAfterPrior, in thread-block clusters of `cluster` (the grid a multiple of it; 1 x 1 x 1:
+// no clusters). Cluster sizes above 8 need the kernel's non-portable-size opt-in.
 template <typename... Params, typename... Args>
-void LaunchAfterPrior(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                      cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[1];
+void LaunchClustersAfterPrior(void (*kernel)(Params...), dim3 grid, dim3 cluster, dim3 block,
+                              size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = cluster.x;
+  attr[1].val.clusterDim.y = cluster.y;
+  attr[1].val.clusterDim.z = cluster.z;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;
-  config.numAttrs = 1;
+  config.numAttrs = cluster.x * cluster.y * cluster.z > 1 ? 2 : 1;
   cudaLaunchKernelEx(&config, kernel, static_cast<Params>(std::forward<Args>(args))...);
+}
+
+template <typename... Params, typename... Args>
+void LaunchAfterPrior(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, Args&&... args) {
+  LaunchClustersAfterPrior(kernel, grid, dim3(1, 1, 1), block, smem, stream,
+                           std::forward<Args>(args)...);
 }
 #endif
 

@@ -1,10 +1,17 @@
-// Split-K decode attention: each of a CTA's four warps streams its own 32-key tiles of the
-// split's key range through a two-stage cp.async pipeline into its own shared tiles and runs
+// Split-K decode attention: each of a CTA's four warps streams its own 16-key tiles of the
+// split's key range through a three-stage cp.async pipeline into its own shared tiles and runs
 // them through the tensor-core tile (its 16 M rows are the group's q heads); the warps merge in
-// shared memory, then either write the row's output (one split) or the split's partial.
+// shared memory, then either write the row's output (one split), the split's partial (merged
+// by a combine kernel), or, for sparse rows at small batch, hand it to the other CTAs of a
+// thread-block cluster (one cluster per row and group), which merge the splits from each
+// other's shared memory: no partials in global memory and no second kernel, which at batch 1
+// were most of the attention's time (the combine's launch and 1 MB of partials round trip).
 #include "kernels/cuda/paged_decode_attention.cuh"
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 #include "kernels/cuda/attention_tile.cuh"
 
@@ -39,7 +46,16 @@ struct Args {
   bf16* out;
 };
 
+// Shared floats of the merge: the warps' outputs and (max, sum), per head the warps' weights,
+// max and sum, and the CTA's unnormalized output (read by the cluster's other CTAs).
 template <int D>
+struct MergeSmem {
+  static constexpr int kWarpAcc = 0, kWarpMl = kWarps * 16 * D, kWeight = kWarpMl + kWarps * 32,
+                       kMax = kWeight + 16 * kWarps, kSum = kMax + 16, kOut = kSum + 16,
+                       kFloats = kOut + 16 * D;
+};
+
+template <int D, bool kCluster>
 __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   ChainedKernelStart();
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -132,9 +148,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   attn::FinishRowSums<D>(w);
   __syncthreads();  // every warp is done with its tiles: reuse them for the merge
 
+  using Sm = MergeSmem<D>;
   float* red = reinterpret_cast<float*>(smem_raw);
-  float* wacc = red + warp * 16 * D;
-  float* wm = red + kWarps * 16 * D + warp * 32;
+  float* wacc = red + Sm::kWarpAcc + warp * 16 * D;
+  float* wm = red + Sm::kWarpMl + warp * 32;
   float* wl = wm + 16;
   const int t2 = 2 * (lane & 3);
 #pragma unroll
@@ -152,29 +169,64 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     wl[g8 + 8] = w.l[1];
   }
   __syncthreads();
+  // Per head once: the max over the warps, each warp's weight 2^(m_w - M) and the sum.
+  float* weight = red + Sm::kWeight;
+  float* head_max = red + Sm::kMax;
+  float* head_sum = red + Sm::kSum;
+  if (threadIdx.x < G) {
+    const int h = static_cast<int>(threadIdx.x);
+    float M = -INFINITY, L = 0.0f;
+    for (int p = 0; p < kWarps; ++p) M = fmaxf(M, red[Sm::kWarpMl + p * 32 + h]);
+    for (int p = 0; p < kWarps; ++p) {
+      const float f = M == -INFINITY ? 0.0f : exp2f(red[Sm::kWarpMl + p * 32 + h] - M);
+      weight[h * kWarps + p] = f;
+      L += f * red[Sm::kWarpMl + p * 32 + 16 + h];
+    }
+    head_max[h] = M;
+    head_sum[h] = L;
+  }
+  __syncthreads();
   for (int64_t i = threadIdx.x; i < G * D; i += blockDim.x) {
     const int64_t h = i / D, d = i % D;
-    float M = -INFINITY;
-    for (int p = 0; p < kWarps; ++p) M = fmaxf(M, red[kWarps * 16 * D + p * 32 + h]);
-    float L = 0.0f, O = 0.0f;
-    if (M != -INFINITY) {
-      for (int p = 0; p < kWarps; ++p) {
-        const float* pm = red + kWarps * 16 * D + p * 32;
-        const float f = exp2f(pm[h] - M);
-        L += f * pm[16 + h];
-        O += f * red[p * 16 * D + h * D + d];
-      }
-    }
+    float O = 0.0f;
+#pragma unroll
+    for (int p = 0; p < kWarps; ++p) O += weight[h * kWarps + p] * red[p * 16 * D + h * D + d];
     const int64_t head = r * hq + g * G + h;
-    if (a.splits == 1) {
+    if constexpr (kCluster) {
+      red[Sm::kOut + i] = O;
+    } else if (a.splits == 1) {
+      const float L = head_sum[h];
       a.out[head * D + d] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
     } else {
       a.part[(head * a.splits + c) * D + d] = O;
       if (d == 0) {
-        a.ml[(head * a.splits + c) * 2] = M;
-        a.ml[(head * a.splits + c) * 2 + 1] = L;
+        a.ml[(head * a.splits + c) * 2] = head_max[h];
+        a.ml[(head * a.splits + c) * 2 + 1] = head_sum[h];
       }
     }
+  }
+  if constexpr (kCluster) {
+    // The cluster's CTAs are this (row, group)'s splits in rank order; each merges a share of
+    // the outputs from all of them (the same order everywhere: deterministic).
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    const int C = static_cast<int>(cluster.num_blocks()), rank = cluster.block_rank();
+    for (int64_t i = rank * blockDim.x + threadIdx.x; i < G * D; i += C * blockDim.x) {
+      const int64_t h = i / D;
+      float M = -INFINITY;
+      for (int p = 0; p < C; ++p) M = fmaxf(M, *cluster.map_shared_rank(head_max + h, p));
+      float L = 0.0f, O = 0.0f;
+      if (M != -INFINITY) {
+        for (int p = 0; p < C; ++p) {
+          const float f = exp2f(*cluster.map_shared_rank(head_max + h, p) - M);
+          L += f * *cluster.map_shared_rank(head_sum + h, p);
+          O += f * *cluster.map_shared_rank(red + Sm::kOut + i, p);
+        }
+      }
+      a.out[(r * hq + g * G) * D + i] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
+    }
+    cluster.sync();  // no CTA leaves while another may still read its shared memory
   }
 }
 
@@ -216,14 +268,80 @@ __global__ void CombineKernel(const float* part, const float* ml, int64_t splits
   }
 }
 
+// The cluster kernel opted in to shared memory and, for more than 8 CTAs, to non-portable
+// cluster sizes.
 template <int D>
-void Launch(const Args& a, int64_t num_decodes, cudaStream_t stream) {
+void PrepareClusterKernel(int cluster) {
+  AllowDynamicShared<DecodeKernel<D, true>>(SmemBytes<D>());
+  if (cluster > 8 &&
+      cudaFuncSetAttribute(DecodeKernel<D, true>, cudaFuncAttributeNonPortableClusterSizeAllowed,
+                           1) != cudaSuccess) {
+    cudaGetLastError();
+    throw std::runtime_error("paged decode attention: clusters of " + std::to_string(cluster) +
+                             " thread blocks are not available");
+  }
+}
+
+// Whether clusters of 16 CTAs (non-portable; H100: yes) can be resident on this device, asked
+// once per device.
+bool Clusters16Fit() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cached[kDevices] = {};  // 0 unknown, 1 no, 2 yes
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices) return false;
+  if (const int known = cached[dev].load(std::memory_order_relaxed)) return known == 2;
+  bool fits = false;
+  try {
+    PrepareClusterKernel<128>(16);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 16;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(1, 1, 16);
+    config.blockDim = dim3(kWarps * 32);
+    config.dynamicSmemBytes = SmemBytes<128>();
+    config.attrs = attr;
+    config.numAttrs = 1;
+    int clusters = 0;
+    fits = cudaOccupancyMaxActiveClusters(&clusters, DecodeKernel<128, true>, &config) ==
+               cudaSuccess &&
+           clusters > 0;
+  } catch (const std::runtime_error&) {
+    fits = false;
+  }
+  cudaGetLastError();
+  cached[dev].store(fits ? 2 : 1, std::memory_order_relaxed);
+  return fits;
+}
+
+// Sparse decode rows merge their splits in clusters of 16 when the (row, group) pairs are few
+// enough for all of them to run in one wave (batch 1 and 2 at the real shapes). H100, 128K,
+// batch 1 (top-16 of 128-key blocks, 4 groups): split partials + combine 11.0 us, clusters of 8
+// 11.8 us, of 16 9.3 us. M3_SPARSE_DECODE_CLUSTER=0|8|16 forces it (the tests run each).
+int SparseClusterSize(int64_t pairs) {
+  if (const char* env = std::getenv("M3_SPARSE_DECODE_CLUSTER")) {
+    const int forced = std::atoi(env);
+    if (forced == 0 || forced == 8 || (forced == 16 && Clusters16Fit())) return forced;
+  }
+  return pairs * 16 <= SmCount() && Clusters16Fit() ? 16 : 0;
+}
+
+template <int D>
+void Launch(const Args& a, int64_t num_decodes, int cluster, cudaStream_t stream) {
   constexpr size_t smem = SmemBytes<D>();
-  static_assert(smem >= (kWarps * 16 * D + kWarps * 32) * sizeof(float), "merge space");
-  AllowDynamicShared<DecodeKernel<D>>(smem);
+  static_assert(smem >= MergeSmem<D>::kFloats * sizeof(float), "merge space");
   const dim3 grid(static_cast<unsigned>(num_decodes), static_cast<unsigned>(a.dims.num_kv_heads),
                   static_cast<unsigned>(a.splits));
-  LaunchAfterPrior(DecodeKernel<D>, grid, kWarps * 32, smem, stream, a);
+  if (cluster > 0) {
+    PrepareClusterKernel<D>(cluster);
+    LaunchClustersAfterPrior(DecodeKernel<D, true>, grid, dim3(1, 1, cluster), kWarps * 32, smem,
+                             stream, a);
+    return;
+  }
+  AllowDynamicShared<DecodeKernel<D, false>>(smem);
+  LaunchAfterPrior(DecodeKernel<D, false>, grid, kWarps * 32, smem, stream, a);
   if (a.splits > 1) {
     LaunchAfterPrior(CombineKernel, static_cast<unsigned>(num_decodes * a.dims.num_q_heads), D,
                      (a.splits + 8) * sizeof(float), stream, a.part, a.ml, a.splits, D, a.out);
@@ -241,24 +359,27 @@ bool TensorCoreAttentionSupported(const AttentionDims& dims) {
 DecodePlan PlanDecode(int64_t num_decodes, int64_t max_keys, const AttentionDims& dims,
                       int64_t topk) {
   const int64_t ctas = std::max<int64_t>(1, num_decodes * dims.num_kv_heads);
-  // Sparse: the split count only (the launch sizes the splits from the block size): about one
-  // CTA per SM, at most two per selected block (at batch 1 a 128-key block is two CTAs, at
-  // batch 32 one CTA streams all 16 blocks of a row's group). A second CTA per SM costs more in
-  // partials and their combine than it hides (H100, 128K, batch 32: 1 split 57 us, 2 splits
-  // 61 us, 4 splits 69 us).
-  if (topk > 0) return {std::min(std::max<int64_t>(1, SmCount() / ctas), 2 * topk), 0};
+  // Sparse: the split count only (the launch sizes the splits from the block size): a cluster
+  // per (row, group) where they are few (SparseClusterSize), else about one CTA per SM, at most
+  // two per selected block (at batch 32 one CTA streams all 16 blocks of a row's group). A
+  // second CTA per SM costs more in partials and their combine than it hides (H100, 128K,
+  // batch 32: 1 split 57 us, 2 splits 61 us, 4 splits 69 us).
+  if (topk > 0) {
+    if (const int cluster = SparseClusterSize(ctas)) return {cluster, 0, cluster};
+    return {std::min(std::max<int64_t>(1, SmCount() / ctas), 2 * topk), 0, 0};
+  }
   // Dense: one wave of two CTAs per SM (each holds 96 KiB of tiles) over the whole grid, in
   // whole pipeline rounds; more rows than that keep one split.
   const int64_t want = std::max<int64_t>(1, 2 * SmCount() / ctas);
   const int64_t rounds = std::max<int64_t>(1, (max_keys + kRound - 1) / kRound);
   const int64_t per = (rounds + std::min(want, rounds) - 1) / std::min(want, rounds);
   const int64_t chunk = per * kRound;
-  return {(std::max<int64_t>(max_keys, 1) + chunk - 1) / chunk, chunk};
+  return {(std::max<int64_t>(max_keys, 1) + chunk - 1) / chunk, chunk, 0};
 }
 
 size_t DecodeWorkspaceBytes(const DecodePlan& plan, int64_t num_decodes,
                             const AttentionDims& dims) {
-  if (plan.splits <= 1) return 0;
+  if (plan.splits <= 1 || plan.cluster > 0) return 0;
   return static_cast<size_t>(num_decodes * dims.num_q_heads * plan.splits * (dims.head_dim + 2)) *
          sizeof(float);
 }
@@ -273,16 +394,19 @@ void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_page
     throw std::runtime_error("paged decode attention: top-k of " + std::to_string(topk) +
                              " blocks of " + std::to_string(block_size) +
                              " keys is not supported (at most 64 blocks)");
+  if (plan.cluster > 0 && (selected == nullptr || plan.splits != plan.cluster))
+    throw std::runtime_error("paged decode attention: a cluster plan is for sparse rows only");
   DecodePlan p = plan;
   if (selected != nullptr) {
     // The planned split count over topk * block_size virtual keys, in whole rounds; never more
-    // splits than planned (the workspace was sized for those).
+    // splits than planned (the workspace was sized for those). A cluster keeps all of its CTAs
+    // (any past the keys have nothing to attend).
     const int64_t total = topk * block_size;
     const int64_t rounds = (total + kRound - 1) / kRound;
     const int64_t per =
         (rounds + std::min(plan.splits, rounds) - 1) / std::min(plan.splits, rounds);
     p.chunk = per * kRound;
-    p.splits = (total + p.chunk - 1) / p.chunk;
+    p.splits = plan.cluster > 0 ? plan.cluster : (total + p.chunk - 1) / p.chunk;
   }
   const int64_t parts = num_decodes * dims.num_q_heads * p.splits;
   Args a{q,
@@ -299,10 +423,11 @@ void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_page
          workspace,
          workspace ? workspace + parts * dims.head_dim : nullptr,
          out};
+  const int cluster = static_cast<int>(p.cluster);
   if (dims.head_dim == 128)
-    Launch<128>(a, num_decodes, stream);
+    Launch<128>(a, num_decodes, cluster, stream);
   else
-    Launch<64>(a, num_decodes, stream);
+    Launch<64>(a, num_decodes, cluster, stream);
 }
 
 }  // namespace m3::kernels::cuda

@@ -1,9 +1,10 @@
 // Split-K (flash-decoding) attention for the decode rows of a step, the rows [0, num_decodes)
 // with query length 1: one CTA per (row, KV group, split) attends all q heads of the group on
 // tensor cores, so each K/V byte is read once; splits write partial (max, sum, output) that a
-// combine kernel merges (one split writes the output directly). Dense splits are equal key
-// ranges sized from the block-table width; block-sparse splits are equal ranges of the row's
-// selected blocks laid end to end (empty, repeated and past-position keys masked). The launch
+// combine kernel merges (one split writes the output directly), or, for sparse rows at small
+// batch, run as one thread-block cluster per (row, group) that merges on chip. Dense splits are
+// equal key ranges sized from the block-table width; block-sparse splits are equal ranges of the
+// row's selected blocks laid end to end (empty, repeated and past-position keys masked). The launch
 // depends only on num_decodes, the block-table width, topk and the block size, never on
 // context lengths (CUDA graphs).
 #pragma once
@@ -16,9 +17,12 @@
 namespace m3::kernels::cuda {
 
 // The split count and dense split length (keys) for a step's decode rows; topk > 0: sparse.
+// cluster > 0 (sparse only, splits == cluster): each (row, group)'s splits run as one
+// thread-block cluster and merge on chip, without a workspace.
 struct DecodePlan {
   int64_t splits = 1;
   int64_t chunk = 0;
+  int64_t cluster = 0;
 };
 DecodePlan PlanDecode(int64_t num_decodes, int64_t max_keys, const AttentionDims& dims,
                       int64_t topk);

@@ -137,6 +137,8 @@ struct Result {
   int64_t ctx = 0, batch = 0;
   // Decode: per call from CUDA graphs (eager_*: launched one by one); prefill: eager.
   Timing scan_bf16, scan_fp8, topk, idx_bf16, idx_fp8, sparse, dense;
+  // Decode: indexer + sparse attention in one graph, back to back as a step runs them.
+  Timing msa_bf16, msa_fp8;
   Timing eager_idx_bf16, eager_sparse, eager_dense;
   int64_t fp8_sel_differ = 0, sel_pairs = 0;
   double idx_bytes_bf16 = 0, idx_bytes_fp8 = 0, dense_bytes = 0, sparse_bytes = 0;
@@ -221,6 +223,11 @@ Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_p
                                   sel.as<int32_t>(), kTopK, kBlock, out.as<bf16>(), st,
                                   {attn_ws.p, sparse_ws});
   };
+  auto sparse8 = [&] {
+    kc::PagedBlockSparseAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims,
+                                  sel8.as<int32_t>(), kTopK, kBlock, out.as<bf16>(), st,
+                                  {attn_ws.p, sparse_ws});
+  };
   auto dense = [&] {
     kc::PagedAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims, out.as<bf16>(), st,
                        {attn_ws.p, dense_ws});
@@ -233,6 +240,18 @@ Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_p
     res.topk = Graph(topk, st);
     res.sparse = Graph(sparse, st);
     res.dense = Graph(dense, st);
+    res.msa_fp8 = Graph(
+        [&] {
+          idx8();
+          sparse8();
+        },
+        st);
+    res.msa_bf16 = Graph(
+        [&] {
+          idx16();
+          sparse();
+        },
+        st);
     res.eager_idx_bf16 = Eager(idx16, st, warm, reps);
     res.eager_sparse = Eager(sparse, st, warm, reps);
     res.eager_dense = Eager(dense, st, warm, reps);
@@ -278,13 +297,15 @@ std::string Json(const Result& r) {
                 "\"dense_reps\":%d,\"fp8_selections_differ\":%lld,\"selections\":%lld,"
                 "\"index_bytes_bf16\":%.0f,\"index_bytes_fp8\":%.0f,\"sparse_kv_bytes\":%.0f,"
                 "\"dense_kv_bytes\":%.0f,\"score_flop\":%.0f,\"eager_indexer_bf16_ms\":%.5f,"
-                "\"eager_sparse_attention_ms\":%.5f,\"eager_dense_ms\":%.5f}",
+                "\"eager_sparse_attention_ms\":%.5f,\"eager_dense_ms\":%.5f,"
+                "\"msa_bf16_ms\":%.5f,\"msa_fp8_ms\":%.5f}",
                 r.kind.c_str(), static_cast<long long>(r.ctx), static_cast<long long>(r.batch),
                 r.scan_bf16.median_ms, r.scan_fp8.median_ms, r.topk.median_ms, r.idx_bf16.median_ms,
                 r.idx_fp8.median_ms, r.sparse.median_ms, r.dense.median_ms, r.dense.reps,
                 static_cast<long long>(r.fp8_sel_differ), static_cast<long long>(r.sel_pairs),
                 r.idx_bytes_bf16, r.idx_bytes_fp8, r.sparse_bytes, r.dense_bytes, r.score_flop,
-                r.eager_idx_bf16.median_ms, r.eager_sparse.median_ms, r.eager_dense.median_ms);
+                r.eager_idx_bf16.median_ms, r.eager_sparse.median_ms, r.eager_dense.median_ms,
+                r.msa_bf16.median_ms, r.msa_fp8.median_ms);
   return buf;
 }
 
@@ -370,7 +391,7 @@ int main(int argc, char** argv) {
       if (prefill) runs.push_back({true, 1});
       for (auto [pf, b] : runs) {
         const Result r = Run(pf, ctx, b, ++seed, dense_prefill);
-        const double msa = r.idx_bf16.median_ms + r.sparse.median_ms;
+        const double msa = pf ? r.idx_bf16.median_ms + r.sparse.median_ms : r.msa_bf16.median_ms;
         std::printf(
             "%-8s %7lld %5lld | %9.4f %9.4f %9.4f | %9.4f %9.4f %9.4f | %9.4f %10.2f | %lld/%lld\n",
             r.kind.c_str(), static_cast<long long>(r.ctx), static_cast<long long>(r.batch),
@@ -378,6 +399,9 @@ int main(int argc, char** argv) {
             r.idx_fp8.median_ms, r.sparse.median_ms, r.dense.median_ms,
             r.dense.reps ? r.dense.median_ms / msa : 0.0, static_cast<long long>(r.fp8_sel_differ),
             static_cast<long long>(r.sel_pairs));
+        if (!pf)
+          std::printf("         chained in one graph: msa16 %.4f msa8 %.4f\n", r.msa_bf16.median_ms,
+                      r.msa_fp8.median_ms);
         if (!pf)
           std::printf("         eager (launched one by one): idx16 %.4f sparse %.4f dense %.4f\n",
                       r.eager_idx_bf16.median_ms, r.eager_sparse.median_ms,

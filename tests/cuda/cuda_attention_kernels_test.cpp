@@ -244,6 +244,18 @@ void RunSparseBothWays(const std::string& name, const Step& s, const Shape& sh, 
   unsetenv("M3_SPARSE_PREFILL");
 }
 
+// A block-sparse decode case with the splits merged by a combine kernel, then by thread-block
+// clusters of 8 and of 16 (paged_decode_attention.cu's M3_SPARSE_DECODE_CLUSTER; by default
+// clusters only for a few (row, group) pairs).
+void RunSparseDecodeAllWays(const std::string& name, const Step& s, const Shape& sh, int64_t topk,
+                            int64_t block, uint32_t seed) {
+  for (const char* cluster : {"0", "8", "16"}) {
+    setenv("M3_SPARSE_DECODE_CLUSTER", cluster, 1);
+    RunCase(name + ", clusters of " + cluster, s, sh, topk, block, seed);
+  }
+  unsetenv("M3_SPARSE_DECODE_CLUSTER");
+}
+
 TEST_CASE("split-K decode attention matches the CPU twin, dense and block-sparse") {
   // Contexts on and off the 128-key pipeline rounds and the split lengths, one key up to 32K.
   const std::vector<std::pair<int32_t, int32_t>> decodes = {
@@ -252,7 +264,7 @@ TEST_CASE("split-K decode attention matches the CPU twin, dense and block-sparse
     const Step s = MakeStep(decodes, ps, 0, 5);
     const std::string tag = "decode x8 to 32K, page " + std::to_string(ps);
     RunCase(tag + ", dense", s, kReal, 0, 128, 100 + ps);
-    RunCase(tag + ", top-16 of 128", s, kReal, 16, 128, 200 + ps);
+    RunSparseDecodeAllWays(tag + ", top-16 of 128", s, kReal, 16, 128, 200 + ps);
   }
   // A single decode with a table much wider than its context (splits past the end are empty).
   RunCase("decode 300 in a 64K-wide table, dense", MakeStep({{300, 1}}, 64, 1024, 9), kReal, 0, 128,
@@ -260,10 +272,11 @@ TEST_CASE("split-K decode attention matches the CPU twin, dense and block-sparse
   // Sparse splits over the selected blocks laid end to end: one decode (each 128-key block two
   // splits), blocks of 32 keys (a pipeline round spans two), and 80 decodes (one split each,
   // written without partials).
-  RunCase("decode 20000 alone, top-16 of 128", MakeStep({{20000, 1}}, 128, 0, 14), kReal, 16, 128,
-          301);
-  RunCase("decode x8, page 16, top-6 of 32-key blocks", MakeStep(decodes, 16, 0, 15), kReal, 6, 32,
-          302);
+  RunSparseDecodeAllWays("decode 20000 alone, top-16 of 128", MakeStep({{20000, 1}}, 128, 0, 14),
+                         kReal, 16, 128, 301);
+  // 192 selected keys: a cluster of 16 leaves most of its CTAs without keys.
+  RunSparseDecodeAllWays("decode x8, page 16, top-6 of 32-key blocks", MakeStep(decodes, 16, 0, 15),
+                         kReal, 6, 32, 302);
   std::vector<std::pair<int32_t, int32_t>> many;
   for (int i = 0; i < 80; ++i) many.push_back({(i * 7919) % 9000, 1});
   RunCase("decode x80, top-16 of 128", MakeStep(many, 128, 0, 16), kReal, 16, 128, 303);
