@@ -23,13 +23,6 @@ __device__ __forceinline__ int TileOffset(int key, int chunk) {
   return key * D + ((chunk ^ (key & 7)) << 3);
 }
 
-// The cache slot of key j of sequence s (32-bit division: positions and page sizes fit).
-template <class Layout>
-__device__ __forceinline__ int64_t SlotOf(const Layout& l, int64_t s, int64_t j) {
-  const int32_t jj = static_cast<int32_t>(j), ps = static_cast<int32_t>(l.page_size);
-  return int64_t{l.block_tables[s * l.max_pages + jj / ps]} * ps + jj % ps;
-}
-
 // The key block slot `slot` of a row's selection list names, or -1 when the slot is ignored:
 // empty, starting past the row's position, or a repeat of an earlier slot (the CPU twin's rule).
 __device__ __forceinline__ int SelectedBlock(const int32_t* sel, int64_t slot, int64_t pos,

@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kWarps * 32) AttendKernel(Pass p) {
     const int key = i / kChunks, ch = i % kChunks;
     const int64_t j = j0 + key;
     const bool ok = j < j1;
-    const int64_t off = ok ? attn::SlotOf(p.layout, s, j) * stride + ch * 8 : 0;
+    const int64_t off = ok ? p.layout.Slot(s, j) * stride + ch * 8 : 0;
     attn::CpAsync16(sk + attn::TileOffset<D>(key, ch), kg + off, ok);
     attn::CpAsync16(sv + attn::TileOffset<D>(key, ch), vg + off, ok);
   }

@@ -130,8 +130,6 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
                                                               ks * 16 + hi * 8 + 2 * c)
                          : 0u;
 
-  const int ps = static_cast<int>(L.page_size);
-  const int32_t* table = L.block_tables + s * L.max_pages;
   // Each warp copies the 32 keys it scores (so it waits for its own copies only), and lane l
   // looks up the slot of the warp's key l once per block (32-bit: context positions fit); the
   // copies take slots by shuffle. Address arithmetic per copied chunk was most of the scan's
@@ -139,7 +137,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   auto issue = [&](int64_t b, int st) {
     const int32_t j = static_cast<int32_t>(b * kBlock) + warp * 32 + lane;
     const bool mine_valid = j <= pos;
-    const int64_t mine = mine_valid ? int64_t{table[j / ps]} * ps + j % ps : 0;
+    const int64_t mine = mine_valid ? L.Slot(s, j) : 0;
     if constexpr (kFp8) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
@@ -328,29 +326,38 @@ __global__ void __launch_bounds__(kPrefillThreads, 2)
   // Staging of key block b into buffer buf.
   uint4 raw[4];  // FP8: 4 x 16 codes per thread
   float raw_scale = 0.0f;
+  // A warp copies 16 of the block's keys: each lane below 16 looks one of their slots up (the
+  // lanes above repeat them) and every copy takes its key's slot by shuffle.
   auto fetch = [&](int64_t b, int buf) {
     if constexpr (kFp8) {
+      // Copy i of lane l: key 4 warp + (l >> 3) + 32 i, 16 codes at chunk l & 7.
+      const int64_t jm = b * kBlock + 4 * warp + (lane & 3) + 32 * ((lane >> 2) & 3);
+      const bool mine_valid = jm <= pos_last;
+      const int64_t mine = mine_valid ? L.Slot(s, jm) : 0;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int id = tid + i * kPrefillThreads, n = id >> 3, c = id & 7;
-        const int64_t j = b * kBlock + n;
-        raw[i] =
-            j <= pos_last
-                ? __ldg(reinterpret_cast<const uint4*>(keys.fp8_codes + L.Slot(s, j) * kDim) + c)
-                : uint4{0, 0, 0, 0};
+        const int src_lane = (lane >> 3) | (i << 2), c = lane & 7;
+        const int64_t slot = __shfl_sync(0xffffffffu, mine, src_lane);
+        const bool valid = __shfl_sync(0xffffffffu, mine_valid, src_lane);
+        raw[i] = valid ? __ldg(reinterpret_cast<const uint4*>(keys.fp8_codes + slot * kDim) + c)
+                       : uint4{0, 0, 0, 0};
       }
       if (tid < kBlock) {
         const int64_t j = b * kBlock + tid;
         raw_scale = j <= pos_last ? __ldg(keys.fp8_scales + L.Slot(s, j)) : 0.0f;
       }
     } else {
+      // Copy i of lane l: key 2 warp + (l >> 4) + 16 i, 8 dims at chunk l & 15.
+      const int64_t jm = b * kBlock + 2 * warp + (lane & 1) + 16 * ((lane >> 1) & 7);
+      const bool mine_valid = jm <= pos_last;
+      const int64_t mine = mine_valid ? L.Slot(s, jm) : 0;
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const int id = tid + i * kPrefillThreads, n = id >> 4, c = id & 15;
-        const int64_t j = b * kBlock + n;
-        const bool valid = j <= pos_last;
-        const bf16* src = valid ? keys.bf16_keys + L.Slot(s, j) * kDim + c * 8 : keys.bf16_keys;
-        CpAsync16(&sm.keys[buf][Swizzled(n, c)], src, valid);
+        const int src_lane = (lane >> 4) | (i << 1), n = 2 * warp + (lane >> 4) + 16 * i,
+                  c = lane & 15;
+        const int64_t slot = __shfl_sync(0xffffffffu, mine, src_lane);
+        const bool valid = __shfl_sync(0xffffffffu, mine_valid, src_lane);
+        CpAsync16(&sm.keys[buf][Swizzled(n, c)], keys.bf16_keys + slot * kDim + c * 8, valid);
       }
       CpAsyncCommit();
     }

@@ -63,6 +63,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   const int64_t r = blockIdx.x, g = blockIdx.y, c = blockIdx.z;
   const int64_t hq = a.dims.num_q_heads, hkv = a.dims.num_kv_heads, G = hq / hkv;
   const int64_t s = a.layout.SeqOf(r), pos = a.layout.PositionOf(s, r);
+  // The queries first: their loads overlap the selection's below.
+  const int g8 = lane >> 2;
+  const bf16* qg = a.q + (r * hq + g * G) * D;
+  attn::WarpState<D> w;
+  attn::InitState<D>(w, g8 < G ? qg + g8 * D : nullptr, g8 + 8 < G ? qg + (g8 + 8) * D : nullptr,
+                     lane);
   // Sparse: the split covers [lo, hi) of the row's virtual key list, the selected blocks laid
   // end to end (slot i holds keys [i * block_size, (i + 1) * block_size)); empty and repeated
   // slots and keys past pos are masked. Dense: [lo, hi) are keys.
@@ -97,12 +103,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     return b >= 0 && key <= pos ? key : -1;
   };
 
-  const int g8 = lane >> 2;
-  const bf16* qg = a.q + (r * hq + g * G) * D;
-  attn::WarpState<D> w;
-  attn::InitState<D>(w, g8 < G ? qg + g8 * D : nullptr, g8 + 8 < G ? qg + (g8 + 8) * D : nullptr,
-                     lane);
-
   bf16* tiles = reinterpret_cast<bf16*>(smem_raw) + warp * kStages * 2 * kBN * D;
   const int64_t stride = hkv * D;
   const bf16* kg = a.k + g * D;
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     constexpr int kChunks = D / 8;
     // Lane l looks up key l's slot once (-1: masked); the copy loop takes it by shuffle.
     const int64_t key_l = lane < kBN ? key_of(j0 + lane) : -1;
-    const int64_t mine = key_l >= 0 ? attn::SlotOf(a.layout, s, key_l) : -1;
+    const int64_t mine = key_l >= 0 ? a.layout.Slot(s, key_l) : -1;
 #pragma unroll
     for (int i = lane; i < kBN * kChunks; i += 32) {
       const int key = i / kChunks, ch = i % kChunks;

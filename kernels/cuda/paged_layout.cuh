@@ -37,9 +37,12 @@ struct PagedLayout {
   __device__ __forceinline__ int64_t PositionOf(int64_t s, int64_t r) const {
     return context_lens[s] + (r - query_start[s]);
   }
-  // The cache slot (page * page_size + offset) of key position j of sequence s.
+  // The cache slot (page * page_size + offset) of key position j of sequence s. 32-bit division
+  // (positions and page sizes fit): a 64-bit one is a long instruction sequence, and loaders
+  // look slots up per copied key.
   __device__ __forceinline__ int64_t Slot(int64_t s, int64_t j) const {
-    return int64_t{block_tables[s * max_pages + j / page_size]} * page_size + j % page_size;
+    const int32_t jj = static_cast<int32_t>(j), ps = static_cast<int32_t>(page_size);
+    return int64_t{block_tables[s * max_pages + jj / ps]} * ps + jj % ps;
   }
 #endif
 };

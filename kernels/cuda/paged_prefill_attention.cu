@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
       // the l-th of them once, the copy loop takes it by shuffle.
       const int lk =
           (lane / (32 / kChunks)) * kKeysPerPass + warp * (32 / kChunks) + lane % (32 / kChunks);
-      const int64_t mine = lane < 16 && j0 + lk < j1 ? attn::SlotOf(a.layout, s, j0 + lk) : 0;
+      const int64_t mine = lane < 16 && j0 + lk < j1 ? a.layout.Slot(s, j0 + lk) : 0;
 #pragma unroll
       for (int i = threadIdx.x; i < kBN * kChunks; i += kWarps * 32) {
         const int key = i / kChunks, ch = i % kChunks;
