@@ -210,6 +210,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     // the outputs from all of them (the same order everywhere: deterministic).
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
+    // The cluster barrier is warp-aligned: each warp arrives converged (without the __syncwarp
+    // calls compute-sanitizer's synccheck reported warp 0 divergent at a barrier of this kernel,
+    // after the lane-divergent head loop above).
+    __syncwarp();
     cluster.sync();
     const int C = static_cast<int>(cluster.num_blocks()), rank = cluster.block_rank();
     for (int64_t i = rank * blockDim.x + threadIdx.x; i < G * D; i += C * blockDim.x) {
@@ -226,6 +230,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
       }
       a.out[(r * hq + g * G) * D + i] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
     }
+    __syncwarp();
     cluster.sync();  // no CTA leaves while another may still read its shared memory
   }
 }
