@@ -218,16 +218,13 @@ Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_p
   const size_t sparse_ws = kc::PagedAttentionWorkspaceBytes(layout, dims, kTopK);
   const size_t dense_ws = kc::PagedAttentionWorkspaceBytes(layout, dims, 0);
   Buf attn_ws(std::max(sparse_ws, dense_ws));
-  auto sparse = [&] {
+  auto sparse_over = [&](const Buf& selection) {
     kc::PagedBlockSparseAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims,
-                                  sel.as<int32_t>(), kTopK, kBlock, out.as<bf16>(), st,
+                                  selection.as<int32_t>(), kTopK, kBlock, out.as<bf16>(), st,
                                   {attn_ws.p, sparse_ws});
   };
-  auto sparse8 = [&] {
-    kc::PagedBlockSparseAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims,
-                                  sel8.as<int32_t>(), kTopK, kBlock, out.as<bf16>(), st,
-                                  {attn_ws.p, sparse_ws});
-  };
+  auto sparse = [&] { sparse_over(sel); };
+  auto sparse8 = [&] { sparse_over(sel8); };
   auto dense = [&] {
     kc::PagedAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims, out.as<bf16>(), st,
                        {attn_ws.p, dense_ws});
