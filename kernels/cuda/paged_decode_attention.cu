@@ -14,6 +14,7 @@
 #include <cstdlib>
 
 #include "kernels/cuda/attention_tile.cuh"
+#include "kernels/cuda/cluster_mailbox.cuh"
 
 namespace m3::kernels::cuda {
 namespace {
@@ -23,10 +24,23 @@ constexpr int kBN = 16;  // keys per warp tile
 constexpr int kStages = 3;
 constexpr int64_t kRound = kWarps * kBN;  // keys a CTA covers per pipeline step
 constexpr int kMaxSparseTopk = 64;        // selection slots a CTA stages
+constexpr int kMaxCluster = 16;           // CTAs of a sparse row's cluster
 
 template <int D>
-constexpr size_t SmemBytes() {
+__host__ __device__ constexpr size_t SmemBytes() {
   return size_t{kWarps} * kStages * 2 * kBN * D * sizeof(bf16);
+}
+
+// The cluster kernel's mailbox follows the tiles (it is written while they are in use): its
+// barrier, then every rank's share of the group's outputs (G x D in all) and its 16 maxima and
+// 16 sums.
+template <int D>
+constexpr size_t ClusterSmemBytes() {
+  return SmemBytes<D>() + 16 + (16 * D + 32 * kMaxCluster) * sizeof(float);
+}
+template <int D>
+__device__ __forceinline__ float* Mailbox(unsigned char* smem) {
+  return reinterpret_cast<float*>(smem + SmemBytes<D>() + 16);
 }
 
 struct Args {
@@ -57,8 +71,20 @@ struct MergeSmem {
 
 template <int D, bool kCluster>
 __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
-  ChainedKernelStart();
   extern __shared__ __align__(128) unsigned char smem_raw[];
+  // Cluster: each CTA's mailbox (after the tiles) receives every rank's share of the partials
+  // by asynchronous remote stores that count down its transaction barrier. Initialised before
+  // anything else; the cluster barrier that publishes it is waited for only before the first
+  // remote store, long after every CTA has arrived.
+  if constexpr (kCluster) {
+    if (threadIdx.x == 0) {
+      const int C = static_cast<int>(cooperative_groups::this_cluster().num_blocks());
+      const int64_t share = a.dims.num_q_heads / a.dims.num_kv_heads * D / C;
+      MailboxInit(Mailbox<D>(smem_raw), static_cast<uint32_t>(C * (share + 32) * sizeof(float)));
+    }
+    ClusterArriveRelaxed();
+  }
+  ChainedKernelStart();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t r = blockIdx.x, g = blockIdx.y, c = blockIdx.z;
   const int64_t hq = a.dims.num_q_heads, hkv = a.dims.num_kv_heads, G = hq / hkv;
@@ -77,16 +103,19 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   const int64_t lo = c * a.chunk;
   int64_t hi = 0;
   if (sparse) {
-    // Staged, then repeats cleared from shared memory (one global load per slot).
-    __shared__ int32_t raw[kMaxSparseTopk];
-    const int t = static_cast<int>(threadIdx.x);
-    if (t < a.topk) raw[t] = a.selected[(g * a.layout.rows + r) * a.topk + t];
-    __syncthreads();
-    if (t < a.topk) {
-      int32_t b = raw[t];
-      for (int p = 0; p < t && b >= 0; ++p)
-        if (raw[p] == b) b = -1;
-      blocks[t] = b;
+    // Warp 0 loads the slots (lane l: slots l and l + 32) and clears repeats of an earlier
+    // slot by warp matching, so the block waits at one barrier for the selection.
+    if (warp == 0) {
+      const int32_t* sel = a.selected + (g * a.layout.rows + r) * a.topk;
+      const int32_t b0 = lane < a.topk ? sel[lane] : -1;
+      const int32_t b1 = lane + 32 < a.topk ? sel[lane + 32] : -1;
+      const uint32_t below = (1u << lane) - 1u;
+      const bool dup0 = (__match_any_sync(0xffffffffu, b0) & below) != 0;
+      bool dup1 = (__match_any_sync(0xffffffffu, b1) & below) != 0;
+      if (a.topk > 32)
+        for (int p = 0; p < 32; ++p) dup1 |= __shfl_sync(0xffffffffu, b0, p) == b1;
+      if (lane < a.topk) blocks[lane] = dup0 ? -1 : b0;
+      if (lane + 32 < a.topk) blocks[lane + 32] = dup1 ? -1 : b1;
     }
     __syncthreads();
     hi = min(lo + a.chunk, a.topk * a.block_size);
@@ -206,32 +235,46 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     }
   }
   if constexpr (kCluster) {
-    // The cluster's CTAs are this (row, group)'s splits in rank order; each merges a share of
-    // the outputs from all of them (the same order everywhere: deterministic).
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
-    // The cluster barrier is warp-aligned: each warp arrives converged (without the __syncwarp
-    // calls compute-sanitizer's synccheck reported warp 0 divergent at a barrier of this kernel,
-    // after the lane-divergent head loop above).
-    __syncwarp();
-    cluster.sync();
+    // The cluster's CTAs are this (row, group)'s splits in rank order. Rank q owns output
+    // elements [q * share, (q + 1) * share) of the group's G x D: every CTA pushes its
+    // unnormalized outputs there and its per-head (max, sum) to every rank, with asynchronous
+    // remote stores that count down the owner's transaction barrier; each owner merges from its
+    // own shared memory in rank order (deterministic). No cluster-wide barrier after the loop:
+    // the owner waits for exactly the bytes it is sent (ncu at 128K batch 1: merging by remote
+    // loads between two cluster barriers took a third of the kernel).
     const int C = static_cast<int>(cluster.num_blocks()), rank = cluster.block_rank();
-    for (int64_t i = rank * blockDim.x + threadIdx.x; i < G * D; i += C * blockDim.x) {
-      const int64_t h = i / D;
+    const int share = static_cast<int>(G * D) / C, stride = share + 32;
+    float* box = Mailbox<D>(smem_raw);
+    __syncthreads();  // the outputs above come from all warps
+    __syncwarp();     // the cluster barrier is warp-aligned (compute-sanitizer synccheck)
+    ClusterWait();
+    // 16-byte pushes per owner: its share of the outputs, then 16 maxima and 16 sums (those
+    // past G unused).
+    const int per = share / 4 + 8;
+    for (int t = static_cast<int>(threadIdx.x); t < C * per; t += blockDim.x) {
+      const int q = t / per, k = t % per;
+      const float* src = k < share / 4       ? red + Sm::kOut + q * share + 4 * k
+                         : k < share / 4 + 4 ? head_max + 4 * (k - share / 4)
+                                             : head_sum + 4 * (k - share / 4 - 4);
+      MailboxPush16(box, box + rank * stride + 4 * k, src, q);
+    }
+    MailboxWait(box);
+    for (int i = static_cast<int>(threadIdx.x); i < share; i += blockDim.x) {
+      const int e = rank * share + i, h = e / D;
       float M = -INFINITY;
-      for (int p = 0; p < C; ++p) M = fmaxf(M, *cluster.map_shared_rank(head_max + h, p));
+      for (int p = 0; p < C; ++p) M = fmaxf(M, box[p * stride + share + h]);
       float L = 0.0f, O = 0.0f;
       if (M != -INFINITY) {
         for (int p = 0; p < C; ++p) {
-          const float f = exp2f(*cluster.map_shared_rank(head_max + h, p) - M);
-          L += f * *cluster.map_shared_rank(head_sum + h, p);
-          O += f * *cluster.map_shared_rank(red + Sm::kOut + i, p);
+          const float f = exp2f(box[p * stride + share + h] - M);
+          L += f * box[p * stride + share + 16 + h];
+          O += f * box[p * stride + i];
         }
       }
-      a.out[(r * hq + g * G) * D + i] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
+      a.out[(r * hq + g * G) * D + e] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
     }
-    __syncwarp();
-    cluster.sync();  // no CTA leaves while another may still read its shared memory
   }
 }
 
@@ -277,7 +320,7 @@ __global__ void CombineKernel(const float* part, const float* ml, int64_t splits
 // cluster sizes.
 template <int D>
 void PrepareClusterKernel(int cluster) {
-  AllowDynamicShared<DecodeKernel<D, true>>(SmemBytes<D>());
+  AllowDynamicShared<DecodeKernel<D, true>>(ClusterSmemBytes<D>());
   if (cluster > 8 &&
       cudaFuncSetAttribute(DecodeKernel<D, true>, cudaFuncAttributeNonPortableClusterSizeAllowed,
                            1) != cudaSuccess) {
@@ -306,7 +349,7 @@ bool Clusters16Fit() {
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(1, 1, 16);
     config.blockDim = dim3(kWarps * 32);
-    config.dynamicSmemBytes = SmemBytes<128>();
+    config.dynamicSmemBytes = ClusterSmemBytes<128>();
     config.attrs = attr;
     config.numAttrs = 1;
     int clusters = 0;
@@ -341,8 +384,8 @@ void Launch(const Args& a, int64_t num_decodes, int cluster, cudaStream_t stream
                   static_cast<unsigned>(a.splits));
   if (cluster > 0) {
     PrepareClusterKernel<D>(cluster);
-    LaunchClustersAfterPrior(DecodeKernel<D, true>, grid, dim3(1, 1, cluster), kWarps * 32, smem,
-                             stream, a);
+    LaunchClustersAfterPrior(DecodeKernel<D, true>, grid, dim3(1, 1, cluster), kWarps * 32,
+                             ClusterSmemBytes<D>(), stream, a);
     return;
   }
   AllowDynamicShared<DecodeKernel<D, false>>(smem);
@@ -376,6 +419,7 @@ DecodePlan PlanDecode(int64_t num_decodes, int64_t max_keys, const AttentionDims
   // Dense: one wave of two CTAs per SM (each holds 96 KiB of tiles) over the whole grid, in
   // whole pipeline rounds; more rows than that keep one split.
   const int64_t want = std::max<int64_t>(1, 2 * SmCount() / ctas);
+  constexpr int64_t kRound = kWarps * kBN;
   const int64_t rounds = std::max<int64_t>(1, (max_keys + kRound - 1) / kRound);
   const int64_t per = (rounds + std::min(want, rounds) - 1) / std::min(want, rounds);
   const int64_t chunk = per * kRound;
