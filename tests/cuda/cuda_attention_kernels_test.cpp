@@ -277,6 +277,9 @@ TEST_CASE("split-K decode attention matches the CPU twin, dense and block-sparse
   // 192 selected keys: a cluster of 16 leaves most of its CTAs without keys.
   RunSparseDecodeAllWays("decode x8, page 16, top-6 of 32-key blocks", MakeStep(decodes, 16, 0, 15),
                          kReal, 6, 32, 302);
+  // More than 32 slots: the selection's second half is checked for repeats of the first.
+  RunSparseDecodeAllWays("decode x8, page 16, top-40 of 32-key blocks",
+                         MakeStep(decodes, 16, 0, 17), kReal, 40, 32, 304);
   std::vector<std::pair<int32_t, int32_t>> many;
   for (int i = 0; i < 80; ++i) many.push_back({(i * 7919) % 9000, 1});
   RunCase("decode x80, top-16 of 128", MakeStep(many, 128, 0, 16), kReal, 16, 128, 303);
