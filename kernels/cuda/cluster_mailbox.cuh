@@ -40,22 +40,33 @@ __device__ __forceinline__ void MailboxInit(float* box, uint32_t bytes) {
 #endif
 }
 
-// Stores the 16 bytes at src (this CTA's shared memory) into CTA `rank`'s mailbox at the offset
-// `at` has in this CTA's (both mailboxes start at the same shared address).
-__device__ __forceinline__ void MailboxPush16(float* box, float* at, const float* src, int rank) {
+// The shared::cluster address of CTA `rank`'s copy of this CTA's shared `local`.
+__device__ __forceinline__ uint32_t RemoteAddress(const void* local, int rank) {
+  uint32_t remote = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t dst = 0, bar = 0;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-               : "=r"(dst)
-               : "r"(SharedAddress(at)), "r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-               : "=r"(bar)
-               : "r"(SharedAddress(box) - 16), "r"(rank));
-  const float4 v = *reinterpret_cast<const float4*>(src);
+               : "=r"(remote)
+               : "r"(SharedAddress(local)), "r"(rank));
+#endif
+  return remote;
+}
+
+// Stores v into CTA `rank`'s mailbox at the offset `at` has in this CTA's (both mailboxes start
+// at the same shared address).
+__device__ __forceinline__ void MailboxPush(float* box, float* at, float v, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n" ::"r"(
+                   RemoteAddress(at, rank)),
+               "f"(v), "r"(RemoteAddress(box, rank) - 16)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void MailboxPush(float* box, float* at, float4 v, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
       "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
-      "[%5];\n" ::"r"(dst),
-      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+      "[%5];\n" ::"r"(RemoteAddress(at, rank)),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(RemoteAddress(box, rank) - 16)
       : "memory");
 #endif
 }

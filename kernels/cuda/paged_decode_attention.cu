@@ -61,12 +61,11 @@ struct Args {
 };
 
 // Shared floats of the merge: the warps' outputs and (max, sum), per head the warps' weights,
-// max and sum, and the CTA's unnormalized output (read by the cluster's other CTAs).
+// max and sum.
 template <int D>
 struct MergeSmem {
   static constexpr int kWarpAcc = 0, kWarpMl = kWarps * 16 * D, kWeight = kWarpMl + kWarps * 32,
-                       kMax = kWeight + 16 * kWarps, kSum = kMax + 16, kOut = kSum + 16,
-                       kFloats = kOut + 16 * D;
+                       kMax = kWeight + 16 * kWarps, kSum = kMax + 16, kFloats = kSum + 16;
 };
 
 template <int D, bool kCluster>
@@ -215,6 +214,29 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     head_sum[h] = L;
   }
   __syncthreads();
+  // Cluster: the CTAs are this (row, group)'s splits in rank order. Rank q owns output elements
+  // [q * share, (q + 1) * share) of the group's G x D: every CTA sends it its unnormalized
+  // outputs there and its 16 per-head maxima and sums (those past G unused) by asynchronous
+  // remote stores that count down q's transaction barrier, straight from the loop that makes
+  // them; each owner merges from its own shared memory in rank order (deterministic). No
+  // cluster barrier after the loop and no remote loads (ncu at 128K batch 1: merging by remote
+  // loads between two cluster barriers took a third of the kernel).
+  [[maybe_unused]] int C = 1, rank = 0, share = 0, slot_floats = 0;
+  [[maybe_unused]] float* box = nullptr;
+  if constexpr (kCluster) {
+    namespace cg = cooperative_groups;
+    C = static_cast<int>(cg::this_cluster().num_blocks());
+    rank = static_cast<int>(cg::this_cluster().block_rank());
+    share = static_cast<int>(G * D) / C;
+    slot_floats = share + 32;
+    box = Mailbox<D>(smem_raw);
+    ClusterWait();  // every mailbox initialised (long since, at the kernel's start)
+    if (threadIdx.x < C * 8) {
+      const int q = threadIdx.x / 8, k = threadIdx.x % 8;
+      MailboxPush(box, box + rank * slot_floats + share + 4 * k,
+                  *reinterpret_cast<const float4*>((k < 4 ? head_max : head_sum) + 4 * (k % 4)), q);
+    }
+  }
   for (int64_t i = threadIdx.x; i < G * D; i += blockDim.x) {
     const int64_t h = i / D, d = i % D;
     float O = 0.0f;
@@ -222,7 +244,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     for (int p = 0; p < kWarps; ++p) O += weight[h * kWarps + p] * red[p * 16 * D + h * D + d];
     const int64_t head = r * hq + g * G + h;
     if constexpr (kCluster) {
-      red[Sm::kOut + i] = O;
+      const int e = static_cast<int>(i);
+      MailboxPush(box, box + rank * slot_floats + e % share, O, e / share);
     } else if (a.splits == 1) {
       const float L = head_sum[h];
       a.out[head * D + d] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
@@ -235,42 +258,17 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     }
   }
   if constexpr (kCluster) {
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    // The cluster's CTAs are this (row, group)'s splits in rank order. Rank q owns output
-    // elements [q * share, (q + 1) * share) of the group's G x D: every CTA pushes its
-    // unnormalized outputs there and its per-head (max, sum) to every rank, with asynchronous
-    // remote stores that count down the owner's transaction barrier; each owner merges from its
-    // own shared memory in rank order (deterministic). No cluster-wide barrier after the loop:
-    // the owner waits for exactly the bytes it is sent (ncu at 128K batch 1: merging by remote
-    // loads between two cluster barriers took a third of the kernel).
-    const int C = static_cast<int>(cluster.num_blocks()), rank = cluster.block_rank();
-    const int share = static_cast<int>(G * D) / C, stride = share + 32;
-    float* box = Mailbox<D>(smem_raw);
-    __syncthreads();  // the outputs above come from all warps
-    __syncwarp();     // the cluster barrier is warp-aligned (compute-sanitizer synccheck)
-    ClusterWait();
-    // 16-byte pushes per owner: its share of the outputs, then 16 maxima and 16 sums (those
-    // past G unused).
-    const int per = share / 4 + 8;
-    for (int t = static_cast<int>(threadIdx.x); t < C * per; t += blockDim.x) {
-      const int q = t / per, k = t % per;
-      const float* src = k < share / 4       ? red + Sm::kOut + q * share + 4 * k
-                         : k < share / 4 + 4 ? head_max + 4 * (k - share / 4)
-                                             : head_sum + 4 * (k - share / 4 - 4);
-      MailboxPush16(box, box + rank * stride + 4 * k, src, q);
-    }
     MailboxWait(box);
     for (int i = static_cast<int>(threadIdx.x); i < share; i += blockDim.x) {
       const int e = rank * share + i, h = e / D;
       float M = -INFINITY;
-      for (int p = 0; p < C; ++p) M = fmaxf(M, box[p * stride + share + h]);
+      for (int p = 0; p < C; ++p) M = fmaxf(M, box[p * slot_floats + share + h]);
       float L = 0.0f, O = 0.0f;
       if (M != -INFINITY) {
         for (int p = 0; p < C; ++p) {
-          const float f = exp2f(box[p * stride + share + h] - M);
-          L += f * box[p * stride + share + 16 + h];
-          O += f * box[p * stride + i];
+          const float f = exp2f(box[p * slot_floats + share + h] - M);
+          L += f * box[p * slot_floats + share + 16 + h];
+          O += f * box[p * slot_floats + i];
         }
       }
       a.out[(r * hq + g * G) * D + e] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
