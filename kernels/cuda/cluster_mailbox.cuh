@@ -16,26 +16,26 @@ __device__ __forceinline__ uint32_t SharedAddress(const void* p) {
 }
 
 // Every thread of the cluster arrives (no ordering of its own: MailboxInit's fence publishes the
-// barriers) right after the init, and waits only before its first remote store.
+// barriers) right after the init, and waits only before its first remote store. Not the
+// warp-aligned forms: callers reach them after lane-divergent code, where an aligned cluster
+// barrier is undefined (compute-sanitizer synccheck).
 __device__ __forceinline__ void ClusterArriveRelaxed() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void ClusterWait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait;\n" ::: "memory");
 #endif
 }
 
-// One thread per CTA, before ClusterArriveRelaxed: the barrier expects `bytes` in its phase 0
-// (its one arrival made here, so the phase completes when the last byte lands).
-__device__ __forceinline__ void MailboxInit(float* box, uint32_t bytes) {
+// One thread per CTA, before ClusterArriveRelaxed: a barrier that every one of the CTA's
+// `threads` arrives on in MailboxWait.
+__device__ __forceinline__ void MailboxInit(float* box, uint32_t threads) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const uint32_t bar = SharedAddress(box) - 16;
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(threads) : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #endif
 }
@@ -51,16 +51,8 @@ __device__ __forceinline__ uint32_t RemoteAddress(const void* local, int rank) {
   return remote;
 }
 
-// Stores v into CTA `rank`'s mailbox at the offset `at` has in this CTA's (both mailboxes start
-// at the same shared address).
-__device__ __forceinline__ void MailboxPush(float* box, float* at, float v, int rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n" ::"r"(
-                   RemoteAddress(at, rank)),
-               "f"(v), "r"(RemoteAddress(box, rank) - 16)
-               : "memory");
-#endif
-}
+// Stores the 16 bytes v into CTA `rank`'s mailbox at the offset `at` has in this CTA's (both
+// mailboxes start at the same shared address).
 __device__ __forceinline__ void MailboxPush(float* box, float* at, float4 v, int rank) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
@@ -71,19 +63,42 @@ __device__ __forceinline__ void MailboxPush(float* box, float* at, float4 v, int
 #endif
 }
 
-// Until every expected byte has landed in this CTA's mailbox.
-__device__ __forceinline__ void MailboxWait(float* box) {
+// Every thread of the CTA: until all `bytes` the CTA expects have landed in its mailbox (thread
+// 0's arrival declares them; remote stores may land before it, the count going below zero
+// meanwhile). Each thread waits on the token of its own arrival.
+__device__ __forceinline__ void MailboxWait(float* box, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const uint32_t bar = SharedAddress(box) - 16;
+  uint64_t token = 0;
+  if (threadIdx.x == 0)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;\n"
+                 : "=l"(token)
+                 : "r"(bar), "r"(bytes)
+                 : "memory");
+  else
+    asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];\n" : "=l"(token) : "r"(bar) : "memory");
   uint32_t done = 0;
   while (!done) {
     asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
+        "{\n .reg .pred p;\n mbarrier.try_wait.shared::cta.b64 p, [%1], %2;\n"
         " selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
-        : "r"(bar)
+        : "r"(bar), "l"(token)
         : "memory");
   }
+#endif
+}
+
+// Every thread of the CTA, once done with the mailbox: the barrier is invalidated before the
+// CTA's shared memory passes to the next CTA on the SM (PTX: an mbarrier must be invalidated
+// before its memory is repurposed; compute-sanitizer synccheck reports a missing wait when a
+// later CTA initialises a barrier where a live one was left).
+__device__ __forceinline__ void MailboxRetire(float* box) {
+  __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0)
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(SharedAddress(box) - 16)
+                 : "memory");
 #endif
 }
 #endif

@@ -76,11 +76,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   // anything else; the cluster barrier that publishes it is waited for only before the first
   // remote store, long after every CTA has arrived.
   if constexpr (kCluster) {
-    if (threadIdx.x == 0) {
-      const int C = static_cast<int>(cooperative_groups::this_cluster().num_blocks());
-      const int64_t share = a.dims.num_q_heads / a.dims.num_kv_heads * D / C;
-      MailboxInit(Mailbox<D>(smem_raw), static_cast<uint32_t>(C * (share + 32) * sizeof(float)));
-    }
+    if (threadIdx.x == 0) MailboxInit(Mailbox<D>(smem_raw), blockDim.x);
     ClusterArriveRelaxed();
   }
   ChainedKernelStart();
@@ -237,28 +233,43 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
                   *reinterpret_cast<const float4*>((k < 4 ? head_max : head_sum) + 4 * (k % 4)), q);
     }
   }
-  for (int64_t i = threadIdx.x; i < G * D; i += blockDim.x) {
-    const int64_t h = i / D, d = i % D;
-    float O = 0.0f;
+  if constexpr (kCluster) {
+    // Four consecutive outputs per thread, one 16-byte push (a share is a multiple of four).
+    for (int e = 4 * static_cast<int>(threadIdx.x); e < G * D; e += 4 * blockDim.x) {
+      const int h = e / D, d = e % D;
+      float4 O = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int p = 0; p < kWarps; ++p) O += weight[h * kWarps + p] * red[p * 16 * D + h * D + d];
-    const int64_t head = r * hq + g * G + h;
-    if constexpr (kCluster) {
-      const int e = static_cast<int>(i);
+      for (int p = 0; p < kWarps; ++p) {
+        const float f = weight[h * kWarps + p];
+        const float4 v = *reinterpret_cast<const float4*>(red + p * 16 * D + h * D + d);
+        O.x += f * v.x;
+        O.y += f * v.y;
+        O.z += f * v.z;
+        O.w += f * v.w;
+      }
       MailboxPush(box, box + rank * slot_floats + e % share, O, e / share);
-    } else if (a.splits == 1) {
-      const float L = head_sum[h];
-      a.out[head * D + d] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
-    } else {
-      a.part[(head * a.splits + c) * D + d] = O;
-      if (d == 0) {
-        a.ml[(head * a.splits + c) * 2] = head_max[h];
-        a.ml[(head * a.splits + c) * 2 + 1] = head_sum[h];
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < G * D; i += blockDim.x) {
+      const int64_t h = i / D, d = i % D;
+      float O = 0.0f;
+#pragma unroll
+      for (int p = 0; p < kWarps; ++p) O += weight[h * kWarps + p] * red[p * 16 * D + h * D + d];
+      const int64_t head = r * hq + g * G + h;
+      if (a.splits == 1) {
+        const float L = head_sum[h];
+        a.out[head * D + d] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
+      } else {
+        a.part[(head * a.splits + c) * D + d] = O;
+        if (d == 0) {
+          a.ml[(head * a.splits + c) * 2] = head_max[h];
+          a.ml[(head * a.splits + c) * 2 + 1] = head_sum[h];
+        }
       }
     }
   }
   if constexpr (kCluster) {
-    MailboxWait(box);
+    MailboxWait(box, static_cast<uint32_t>(C * slot_floats * sizeof(float)));
     for (int i = static_cast<int>(threadIdx.x); i < share; i += blockDim.x) {
       const int e = rank * share + i, h = e / D;
       float M = -INFINITY;
@@ -273,6 +284,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
       }
       a.out[(r * hq + g * G) * D + e] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
     }
+    MailboxRetire(box);
   }
 }
 
