@@ -2,10 +2,11 @@
 // split's key range through a three-stage cp.async pipeline into its own shared tiles and runs
 // them through the tensor-core tile (its 16 M rows are the group's q heads); the warps merge in
 // shared memory, then either write the row's output (one split), the split's partial (merged
-// by a combine kernel), or, for sparse rows at small batch, hand it to the other CTAs of a
-// thread-block cluster (one cluster per row and group), which merge the splits from each
-// other's shared memory: no partials in global memory and no second kernel, which at batch 1
-// were most of the attention's time (the combine's launch and 1 MB of partials round trip).
+// by a combine kernel), or, for sparse rows at small batch, send it in shares to the CTAs of a
+// thread-block cluster (one cluster per row and group) that own them, by asynchronous stores
+// into their shared-memory mailboxes (cluster_mailbox.cuh): no partials in global memory and
+// no second kernel, which at batch 1 were most of the attention's time (the combine's launch
+// and 1 MB of partials round trip).
 #include "kernels/cuda/paged_decode_attention.cuh"
 
 #include <cooperative_groups.h>
@@ -210,31 +211,25 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     head_sum[h] = L;
   }
   __syncthreads();
-  // Cluster: the CTAs are this (row, group)'s splits in rank order. Rank q owns output elements
-  // [q * share, (q + 1) * share) of the group's G x D: every CTA sends it its unnormalized
-  // outputs there and its 16 per-head maxima and sums (those past G unused) by asynchronous
-  // remote stores that count down q's transaction barrier, straight from the loop that makes
-  // them; each owner merges from its own shared memory in rank order (deterministic). No
-  // cluster barrier after the loop and no remote loads (ncu at 128K batch 1: merging by remote
-  // loads between two cluster barriers took a third of the kernel).
-  [[maybe_unused]] int C = 1, rank = 0, share = 0, slot_floats = 0;
-  [[maybe_unused]] float* box = nullptr;
   if constexpr (kCluster) {
+    // The CTAs are this (row, group)'s splits in rank order. Rank q owns output elements
+    // [q * share, (q + 1) * share) of the group's G x D: every CTA sends it its unnormalized
+    // outputs there and its 16 per-head maxima and sums (those past G unused) by asynchronous
+    // 16-byte remote stores counted on q's transaction barrier, straight from the loop that
+    // makes them; each owner merges from its own shared memory in rank order (deterministic).
+    // No cluster barrier after the loop and no remote loads (ncu at 128K batch 1: merging by
+    // remote loads between two cluster barriers took a third of the kernel).
     namespace cg = cooperative_groups;
-    C = static_cast<int>(cg::this_cluster().num_blocks());
-    rank = static_cast<int>(cg::this_cluster().block_rank());
-    share = static_cast<int>(G * D) / C;
-    slot_floats = share + 32;
-    box = Mailbox<D>(smem_raw);
+    const int C = static_cast<int>(cg::this_cluster().num_blocks());
+    const int rank = static_cast<int>(cg::this_cluster().block_rank());
+    const int share = static_cast<int>(G * D) / C, slot_floats = share + 32;  // share % 4 == 0
+    float* box = Mailbox<D>(smem_raw);
     ClusterWait();  // every mailbox initialised (long since, at the kernel's start)
     if (threadIdx.x < C * 8) {
       const int q = threadIdx.x / 8, k = threadIdx.x % 8;
       MailboxPush(box, box + rank * slot_floats + share + 4 * k,
                   *reinterpret_cast<const float4*>((k < 4 ? head_max : head_sum) + 4 * (k % 4)), q);
     }
-  }
-  if constexpr (kCluster) {
-    // Four consecutive outputs per thread, one 16-byte push (a share is a multiple of four).
     for (int e = 4 * static_cast<int>(threadIdx.x); e < G * D; e += 4 * blockDim.x) {
       const int h = e / D, d = e % D;
       float4 O = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -249,6 +244,22 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
       }
       MailboxPush(box, box + rank * slot_floats + e % share, O, e / share);
     }
+    MailboxWait(box, static_cast<uint32_t>(C * slot_floats * sizeof(float)));
+    for (int i = static_cast<int>(threadIdx.x); i < share; i += blockDim.x) {
+      const int e = rank * share + i, h = e / D;
+      float M = -INFINITY;
+      for (int p = 0; p < C; ++p) M = fmaxf(M, box[p * slot_floats + share + h]);
+      float L = 0.0f, O = 0.0f;
+      if (M != -INFINITY) {
+        for (int p = 0; p < C; ++p) {
+          const float f = exp2f(box[p * slot_floats + share + h] - M);
+          L += f * box[p * slot_floats + share + 16 + h];
+          O += f * box[p * slot_floats + i];
+        }
+      }
+      a.out[(r * hq + g * G) * D + e] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
+    }
+    MailboxRetire(box);
   } else {
     for (int64_t i = threadIdx.x; i < G * D; i += blockDim.x) {
       const int64_t h = i / D, d = i % D;
@@ -267,24 +278,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
         }
       }
     }
-  }
-  if constexpr (kCluster) {
-    MailboxWait(box, static_cast<uint32_t>(C * slot_floats * sizeof(float)));
-    for (int i = static_cast<int>(threadIdx.x); i < share; i += blockDim.x) {
-      const int e = rank * share + i, h = e / D;
-      float M = -INFINITY;
-      for (int p = 0; p < C; ++p) M = fmaxf(M, box[p * slot_floats + share + h]);
-      float L = 0.0f, O = 0.0f;
-      if (M != -INFINITY) {
-        for (int p = 0; p < C; ++p) {
-          const float f = exp2f(box[p * slot_floats + share + h] - M);
-          L += f * box[p * slot_floats + share + 16 + h];
-          O += f * box[p * slot_floats + i];
-        }
-      }
-      a.out[(r * hq + g * G) * D + e] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
-    }
-    MailboxRetire(box);
   }
 }
 
@@ -377,7 +370,8 @@ bool Clusters16Fit() {
 // Sparse decode rows merge their splits in clusters of 16 when the (row, group) pairs are few
 // enough for all of them to run in one wave (batch 1 and 2 at the real shapes). H100, 128K,
 // batch 1 (top-16 of 128-key blocks, 4 groups): split partials + combine 11.0 us, clusters of 8
-// 11.8 us, of 16 9.3 us. M3_SPARSE_DECODE_CLUSTER=0|8|16 forces it (the tests run each).
+// 11.8 us, of 16 9.3 us when clusters merged by remote loads; 6.8 us through mailboxes.
+// M3_SPARSE_DECODE_CLUSTER=0|8|16 forces it (the tests run each).
 int SparseClusterSize(int64_t pairs) {
   if (const char* env = std::getenv("M3_SPARSE_DECODE_CLUSTER")) {
     const int forced = std::atoi(env);
