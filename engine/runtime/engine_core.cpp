@@ -98,19 +98,36 @@ uint64_t EngineCore::FreshSeed() {
 }
 
 void EngineCore::Submit(EngineRequest request, OutputSink sink) {
+  std::vector<std::pair<EngineRequest, OutputSink>> one;
+  one.emplace_back(std::move(request), std::move(sink));
+  SubmitAll(std::move(one));
+}
+
+void EngineCore::SubmitAll(std::vector<std::pair<EngineRequest, OutputSink>> requests) {
   Require(accepting_.load(), ErrorCode::kUnavailable, "the engine is shutting down");
-  ValidateRequest(request, info_, max_prompt_tokens());
-  // Placement and content hashing happen here, on the caller's thread.
-  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), *runner_, 0);
+  // Placement and content hashing happen here, on the caller's thread, for every request
+  // before any is queued: all or none.
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  seqs.reserve(requests.size());
+  for (auto& [request, sink] : requests) {
+    ValidateRequest(request, info_, max_prompt_tokens());
+    seqs.push_back(std::make_unique<Sequence>(std::move(request), std::move(sink), *runner_, 0));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   Require(!stop_ && accepting_.load(), ErrorCode::kUnavailable, "the engine is shutting down");
-  Require(static_cast<int64_t>(inbox_.size()) + stats_.waiting < config_.scheduler.max_waiting,
+  Require(static_cast<int64_t>(inbox_.size() + seqs.size()) + stats_.waiting <=
+              config_.scheduler.max_waiting,
           ErrorCode::kResourceExhausted,
           "the engine's waiting queue is full (" + std::to_string(config_.scheduler.max_waiting) +
               " requests); retry later");
-  Require(active_ids_.insert(seq->id()).second, ErrorCode::kInvalidArgument,
-          "request id '" + seq->id() + "' is already in use");
-  inbox_.push_back(std::move(seq));
+  std::unordered_set<std::string> ids;
+  for (const auto& seq : seqs)
+    Require(!active_ids_.count(seq->id()) && ids.insert(seq->id()).second,
+            ErrorCode::kInvalidArgument, "request id '" + seq->id() + "' is already in use");
+  for (auto& seq : seqs) {
+    active_ids_.insert(seq->id());
+    inbox_.push_back(std::move(seq));
+  }
   cv_.notify_all();
 }
 

@@ -64,6 +64,8 @@ class EngineCore {
   // kUnavailable (shutting down). After it returns, `sink` gets the outputs, the last with a
   // finish reason, on the engine thread.
   void Submit(EngineRequest request, OutputSink sink);
+  // Submit for several requests at once, all or none: the scheduler sees them together.
+  void SubmitAll(std::vector<std::pair<EngineRequest, OutputSink>> requests);
   // Ends a request now (its pages return before the next step); its sink gets kAbort. False
   // when the id is unknown or already finished.
   bool Abort(const std::string& id);
