@@ -91,8 +91,7 @@ __device__ __forceinline__ void MailboxWait(float* box, uint32_t bytes) {
 
 // Every thread of the CTA, once done with the mailbox: the barrier is invalidated before the
 // CTA's shared memory passes to the next CTA on the SM (PTX: an mbarrier must be invalidated
-// before its memory is repurposed; compute-sanitizer synccheck reports a missing wait when a
-// later CTA initialises a barrier where a live one was left).
+// before its memory is used for anything else), after every thread's wait on it.
 __device__ __forceinline__ void MailboxRetire(float* box) {
   __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
