@@ -199,6 +199,17 @@ class Backend {
                                     const StepMetadata& meta, const AttentionShape& shape,
                                     const DeviceTensor& selected, int64_t topk, int64_t block_size,
                                     const DeviceTensor& out) = 0;
+  // An MSA layer's attention: MsaSelectBlocks, then BlockSparseAttention over its selection
+  // (left in `selected`). A backend may fuse them (the CUDA one selects inside the attention
+  // kernel for small decode steps).
+  virtual void MsaAttention(const DeviceTensor& q, const DeviceTensor& index_q,
+                            const LayerKvCache& cache, const StepMetadata& meta,
+                            const MsaParams& params, const AttentionShape& shape,
+                            const DeviceTensor& selected, const DeviceTensor& out) {
+    MsaSelectBlocks(index_q, cache, meta, params, selected);
+    BlockSparseAttention(q, cache, meta, shape, selected, params.topk_blocks, params.block_size,
+                         out);
+  }
 
   // ---- MLP / MoE ----
   // gate_up [rows, 2I] (gate half, then up half) -> out [rows, I].

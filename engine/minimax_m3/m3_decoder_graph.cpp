@@ -341,9 +341,7 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
     be.Linear(x, L.qkv_proj, nullptr, qkv);
     be.QkNormRopeToCache(qkv, layout, L.norms, meta, q, L.sparse_attention ? &iq : nullptr, cache);
     if (L.sparse_attention) {
-      be.MsaSelectBlocks(iq, cache, meta, msa, sel);
-      be.BlockSparseAttention(q, cache, meta, shape, sel, t.index_topk_blocks, t.index_block_size,
-                              att);
+      be.MsaAttention(q, iq, cache, meta, msa, shape, sel, att);
       if (capture.out && capture.block_indices) {
         std::vector<int32_t> all(Hi * rows * t.index_topk_blocks);
         be.Download(sel, all.data());

@@ -12,6 +12,8 @@
 // pairs in shared memory.
 #include "kernels/cuda/msa_index_topk.cuh"
 
+#include "kernels/cuda/msa_topk_select.cuh"
+
 namespace m3::kernels::cuda {
 namespace {
 
@@ -19,9 +21,7 @@ constexpr int kThreads = 512;
 constexpr int64_t kMaxBlocks = 16384;
 
 __device__ __forceinline__ uint64_t SortKey(float v, uint32_t index) {
-  const uint32_t bits = __float_as_uint(v);
-  const uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
-  return (uint64_t{~ordered} << 32) | index;
+  return (uint64_t{AscKey(v)} << 32) | index;
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -64,10 +64,6 @@ __global__ void __launch_bounds__(kThreads)
     out[i] = i < nb && (key[i] >> 32) != neg_inf ? static_cast<int32_t>(key[i] & 0xffffffffu) : -1;
 }
 
-__device__ __forceinline__ uint32_t AscKey(float v) {
-  return static_cast<uint32_t>(SortKey(v, 0) >> 32);
-}
-
 // Bitonic sort of one value per lane across the warp, ascending by lane.
 __device__ __forceinline__ uint64_t WarpSortAscending(uint64_t v, int lane) {
 #pragma unroll
@@ -103,13 +99,6 @@ __device__ __forceinline__ int RowBlocks(const PagedLayout& L, int64_t r, int64_
   const int64_t s = L.SeqOf(r), pos = L.PositionOf(s, r);
   const int64_t nb = pos / block_size + 1;
   return static_cast<int>(nb < max_blocks ? nb : max_blocks);
-}
-
-// Output slot i of a selection from its ascending packed key: -1 past k and for -inf scores.
-__device__ __forceinline__ int32_t Emitted(int i, int k, uint64_t x) {
-  return i < k && static_cast<uint32_t>(x >> 32) != AscKey(-INFINITY)
-             ? static_cast<int32_t>(x & 0xffffffffu)
-             : -1;
 }
 
 // One warp per (row, head), kRadixWarps per thread block. A warp first copies its keys into
@@ -163,39 +152,12 @@ __global__ void __launch_bounds__(kRadixWarps * 32)
       if ((key & mask) == prefix) atomicAdd(&hist[warp][(key >> lo) & width_mask], 1u);
     }
     __syncwarp();
-    uint32_t c[8], total = 0;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      c[e] = hist[warp][lane * 8 + e];
-      total += c[e];
-    }
-    uint32_t incl = total;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += v;
-    }
-    const uint32_t excl = incl - total;
-    const uint32_t w = static_cast<uint32_t>(want);
-    const int src = __ffs(__ballot_sync(0xffffffffu, excl < w && w <= incl)) - 1;
-    int digit = 0;
-    uint32_t below = excl, in_bin = 0;
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      if (in_bin == 0 && below + c[e] >= w && c[e] > 0) {
-        digit = lane * 8 + e;
-        in_bin = c[e];
-      } else if (in_bin == 0) {
-        below += c[e];
-      }
-    digit = __shfl_sync(0xffffffffu, digit, src);
-    below = __shfl_sync(0xffffffffu, below, src);
-    in_bin = __shfl_sync(0xffffffffu, in_bin, src);
-    want -= static_cast<int>(below);
-    prefix |= static_cast<uint32_t>(digit) << lo;
+    const RadixDigit d = FindRadixDigit(hist[warp], want, lane);
+    want -= static_cast<int>(d.below);
+    prefix |= static_cast<uint32_t>(d.digit) << lo;
     mask |= width_mask << lo;
     __syncwarp();
-    if (in_bin == static_cast<uint32_t>(want)) break;  // the whole bin is taken
+    if (d.in_bin == static_cast<uint32_t>(want)) break;  // the whole bin is taken
   }
 
   // Keys below the prefix all go in (kw - want of them), then the first `want` equal ones by

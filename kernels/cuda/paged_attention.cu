@@ -200,6 +200,24 @@ void PagedBlockSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v
   CheckLaunch("PagedBlockSparseAttention");
 }
 
+bool PagedMsaDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
+                             const PagedLayout& layout, const AttentionDims& dims,
+                             const float* scores, int64_t max_blocks, int64_t local_blocks,
+                             int64_t topk, int64_t block_size, int32_t* selected, bf16* out,
+                             cudaStream_t stream) {
+  const Args a{q, k_pages, v_pages, layout, dims, selected, topk, block_size, out};
+  if (layout.rows <= 0 || topk <= 0 || block_size <= 0 || !UseFastPaths(a) ||
+      FastDecodes(a) != layout.rows)
+    return false;
+  const DecodePlan plan = Plan(layout, dims, topk);
+  if (!DecodeSelectsBlocks(plan, max_blocks, dims.head_dim)) return false;
+  const DecodeBlockScores select{scores, max_blocks, local_blocks, selected};
+  PagedDecodeAttention(q, k_pages, v_pages, layout, layout.rows, dims, nullptr, topk, block_size,
+                       plan, nullptr, out, stream, &select);
+  CheckLaunch("PagedMsaDecodeAttention");
+  return true;
+}
+
 void PagedAttentionReference(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                              const PagedLayout& layout, const AttentionDims& dims,
                              const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,

@@ -49,6 +49,18 @@ void PagedBlockSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v
                                const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
                                cudaStream_t stream, AttentionWorkspace workspace = {});
 
+// Block-sparse attention of a step of decodes only (layout.num_decodes == layout.rows) that
+// selects each row's blocks inside the attention kernel from the MSA indexer's block scores
+// [rows, kv_heads, max_blocks] f32 (msa_index_scores.cuh), writing the selection IndexTopK would
+// make to `selected` [kv_heads, rows, topk]: no top-k kernel and one launch dependency less. It
+// applies where the decode plan runs clusters (few rows) and the tensor-core paths take the
+// shapes; false, with nothing launched, elsewhere (then IndexTopK and PagedBlockSparseAttention).
+bool PagedMsaDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
+                             const PagedLayout& layout, const AttentionDims& dims,
+                             const float* scores, int64_t max_blocks, int64_t local_blocks,
+                             int64_t topk, int64_t block_size, int32_t* selected, bf16* out,
+                             cudaStream_t stream);
+
 // The one-warp-per-(row, q head) kernel for every row: the fallback for unsupported shapes and a
 // second GPU reference for the tests. selected == null: dense.
 void PagedAttentionReference(const bf16* q, const bf16* k_pages, const bf16* v_pages,

@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/cluster_mailbox.cuh"
+#include "kernels/cuda/msa_topk_select.cuh"
 
 namespace m3::kernels::cuda {
 namespace {
@@ -44,6 +45,16 @@ __device__ __forceinline__ float* Mailbox(unsigned char* smem) {
   return reinterpret_cast<float*>(smem + SmemBytes<D>() + 16);
 }
 
+// A selecting kernel (DecodeBlockScores) keeps BlockTopK's shared memory in the tiles' (done
+// with before the first copy): the row's block keys, then its survivors (at most one composite
+// per block), and the scratch at the end.
+using SelectScratch = BlockTopKScratch<kWarps * 32>;
+template <int D>
+constexpr int64_t SelectKeyCapacity() {
+  return static_cast<int64_t>((SmemBytes<D>() - sizeof(SelectScratch) - 8) /
+                              (sizeof(uint32_t) + sizeof(uint64_t)));
+}
+
 struct Args {
   const bf16* q;
   const bf16* k;
@@ -53,6 +64,12 @@ struct Args {
   const int32_t* selected;  // null: dense
   int64_t topk;
   int64_t block_size;
+  // Non-null: the kernel selects each row's blocks from these block scores (IndexTopK's
+  // selection) and its first split writes them to select_out (== selected).
+  const float* scores;
+  int64_t max_blocks;
+  int64_t local_blocks;
+  int32_t* select_out;
   int64_t chunk;
   int64_t splits;
   float scale_log2;
@@ -69,7 +86,8 @@ struct MergeSmem {
                        kMax = kWeight + 16 * kWarps, kSum = kMax + 16, kFloats = kSum + 16;
 };
 
-template <int D, bool kCluster>
+// kSelect: the selection is made here from a.scores (cluster kernels only).
+template <int D, bool kCluster, bool kSelect = false>
 __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   // Cluster: each CTA's mailbox (after the tiles) receives every rank's share of the partials
@@ -98,7 +116,21 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   const bool sparse = a.selected != nullptr;
   const int64_t lo = c * a.chunk;
   int64_t hi = 0;
-  if (sparse) {
+  if constexpr (kSelect) {
+    // The selection made here (no repeats): no top-k kernel, and one launch dependency less
+    // before the keys (the indexer's block scores are ready once this kernel may start).
+    const int64_t nb = pos / a.block_size + 1;
+    const int n = static_cast<int>(nb < a.max_blocks ? nb : a.max_blocks);
+    auto* scratch =
+        reinterpret_cast<SelectScratch*>(smem_raw + SmemBytes<D>() - sizeof(SelectScratch));
+    auto* survivors = reinterpret_cast<uint64_t*>(smem_raw + (n + 1) / 2 * 8);
+    BlockTopK<kWarps * 32>(a.scores + (r * hkv + g) * a.max_blocks, n,
+                           n - static_cast<int>(a.local_blocks), static_cast<int>(a.topk),
+                           reinterpret_cast<uint32_t*>(smem_raw), survivors, *scratch, blocks);
+    if (c == 0 && threadIdx.x < a.topk)
+      a.select_out[(g * a.layout.rows + r) * a.topk + threadIdx.x] = blocks[threadIdx.x];
+    hi = min(lo + a.chunk, a.topk * a.block_size);
+  } else if (sparse) {
     // Warp 0 loads the slots (lane l: slots l and l + 32) and clears repeats of an earlier
     // slot by warp matching, so the block waits at one barrier for the selection.
     if (warp == 0) {
@@ -321,12 +353,12 @@ __global__ void CombineKernel(const float* part, const float* ml, int64_t splits
 
 // The cluster kernel opted in to shared memory and, for more than 8 CTAs, to non-portable
 // cluster sizes.
-template <int D>
+template <int D, bool kSelect = false>
 void PrepareClusterKernel(int cluster) {
-  AllowDynamicShared<DecodeKernel<D, true>>(ClusterSmemBytes<D>());
+  AllowDynamicShared<DecodeKernel<D, true, kSelect>>(ClusterSmemBytes<D>());
   if (cluster > 8 &&
-      cudaFuncSetAttribute(DecodeKernel<D, true>, cudaFuncAttributeNonPortableClusterSizeAllowed,
-                           1) != cudaSuccess) {
+      cudaFuncSetAttribute(DecodeKernel<D, true, kSelect>,
+                           cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
     cudaGetLastError();
     throw std::runtime_error("paged decode attention: clusters of " + std::to_string(cluster) +
                              " thread blocks are not available");
@@ -386,6 +418,12 @@ void Launch(const Args& a, int64_t num_decodes, int cluster, cudaStream_t stream
   static_assert(smem >= MergeSmem<D>::kFloats * sizeof(float), "merge space");
   const dim3 grid(static_cast<unsigned>(num_decodes), static_cast<unsigned>(a.dims.num_kv_heads),
                   static_cast<unsigned>(a.splits));
+  if (cluster > 0 && a.scores != nullptr) {
+    PrepareClusterKernel<D, true>(cluster);
+    LaunchClustersAfterPrior(DecodeKernel<D, true, true>, grid, dim3(1, 1, cluster), kWarps * 32,
+                             ClusterSmemBytes<D>(), stream, a);
+    return;
+  }
   if (cluster > 0) {
     PrepareClusterKernel<D>(cluster);
     LaunchClustersAfterPrior(DecodeKernel<D, true>, grid, dim3(1, 1, cluster), kWarps * 32,
@@ -430,6 +468,12 @@ DecodePlan PlanDecode(int64_t num_decodes, int64_t max_keys, const AttentionDims
   return {(std::max<int64_t>(max_keys, 1) + chunk - 1) / chunk, chunk, 0};
 }
 
+bool DecodeSelectsBlocks(const DecodePlan& plan, int64_t max_blocks, int64_t head_dim) {
+  // The D = 64 kernel's tiles hold the fewer keys.
+  return plan.cluster > 0 && max_blocks > 0 &&
+         max_blocks <= (head_dim == 128 ? SelectKeyCapacity<128>() : SelectKeyCapacity<64>());
+}
+
 size_t DecodeWorkspaceBytes(const DecodePlan& plan, int64_t num_decodes,
                             const AttentionDims& dims) {
   if (plan.splits <= 1 || plan.cluster > 0) return 0;
@@ -440,9 +484,17 @@ size_t DecodeWorkspaceBytes(const DecodePlan& plan, int64_t num_decodes,
 void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                           const PagedLayout& layout, int64_t num_decodes, const AttentionDims& dims,
                           const int32_t* selected, int64_t topk, int64_t block_size,
-                          const DecodePlan& plan, float* workspace, bf16* out,
-                          cudaStream_t stream) {
+                          const DecodePlan& plan, float* workspace, bf16* out, cudaStream_t stream,
+                          const DecodeBlockScores* select) {
   if (num_decodes <= 0) return;
+  if (select != nullptr) {
+    if (!DecodeSelectsBlocks(plan, select->max_blocks, dims.head_dim) || topk <= 0)
+      throw std::runtime_error("paged decode attention: selecting from " +
+                               std::to_string(select->max_blocks) +
+                               " block scores needs a cluster plan and at most " +
+                               std::to_string(SelectKeyCapacity<64>()) + " blocks");
+    selected = select->selected;
+  }
   if (selected != nullptr && (topk > kMaxSparseTopk || block_size <= 0))
     throw std::runtime_error("paged decode attention: top-k of " + std::to_string(topk) +
                              " blocks of " + std::to_string(block_size) +
@@ -470,6 +522,10 @@ void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_page
          selected,
          topk,
          block_size,
+         select ? select->scores : nullptr,
+         select ? select->max_blocks : 0,
+         select ? select->local_blocks : 0,
+         select ? select->selected : nullptr,
          p.chunk,
          p.splits,
          dims.scale * attn::kLog2e,

@@ -34,10 +34,30 @@ size_t DecodeWorkspaceBytes(const DecodePlan& plan, int64_t num_decodes, const A
 // group); others use the reference kernel.
 bool TensorCoreAttentionSupported(const AttentionDims& dims);
 
-// selected == null: dense. `workspace` holds DecodeWorkspaceBytes(plan, ...) bytes.
+// Sparse decode rows that select their own blocks, the top-k made inside the attention kernel:
+// the indexer's block scores [rows, kv_heads, max_blocks] f32 (msa_index_scores.cuh) and its
+// forced local blocks; the selection IndexTopK would make from them is written to `selected`
+// [kv_heads, rows, topk]. Saves the top-k kernel and one launch dependency in the chain of a
+// small-batch decode step.
+struct DecodeBlockScores {
+  const float* scores = nullptr;
+  int64_t max_blocks = 0;
+  int64_t local_blocks = 0;
+  int32_t* selected = nullptr;
+};
+
+// Whether a plan's kernel selects from block scores of max_blocks blocks: cluster plans, the
+// row's keys staged in the tiles' shared memory (up to about 8K blocks for head_dim 128, 4K
+// for 64).
+bool DecodeSelectsBlocks(const DecodePlan& plan, int64_t max_blocks, int64_t head_dim);
+
+// selected == null: dense. `workspace` holds DecodeWorkspaceBytes(plan, ...) bytes. select:
+// the selection made from block scores instead of read from `selected` (then ignored), where
+// DecodeSelectsBlocks.
 void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                           const PagedLayout& layout, int64_t num_decodes, const AttentionDims& dims,
                           const int32_t* selected, int64_t topk, int64_t block_size,
-                          const DecodePlan& plan, float* workspace, bf16* out, cudaStream_t stream);
+                          const DecodePlan& plan, float* workspace, bf16* out, cudaStream_t stream,
+                          const DecodeBlockScores* select = nullptr);
 
 }  // namespace m3::kernels::cuda

@@ -115,6 +115,15 @@ size_t IndexerWorkspaceBytes(const PagedLayout& layout, const IndexerParams& p) 
   return ScoreBytes(layout, p) + tiles * sizeof(int4);
 }
 
+namespace {
+void CheckWorkspace(const PagedLayout& layout, const IndexerParams& p, size_t workspace_bytes) {
+  if (workspace_bytes < IndexerWorkspaceBytes(layout, p))
+    throw std::runtime_error("MSA indexer: workspace of " + std::to_string(workspace_bytes) +
+                             " bytes is below the " +
+                             std::to_string(IndexerWorkspaceBytes(layout, p)) + " needed");
+}
+}  // namespace
+
 void PagedIndexerSelect(const bf16* index_q, const IndexKeys& keys, const PagedLayout& layout,
                         const IndexerParams& p, int64_t max_seq_len, void* workspace,
                         size_t workspace_bytes, int32_t* selected, cudaStream_t stream) {
@@ -127,10 +136,7 @@ void PagedIndexerSelect(const bf16* index_q, const IndexKeys& keys, const PagedL
     GenericSelect(index_q, keys.bf16_keys, layout, p, max_seq_len, selected, stream);
     return;
   }
-  if (workspace_bytes < IndexerWorkspaceBytes(layout, p))
-    throw std::runtime_error("MSA indexer: workspace of " + std::to_string(workspace_bytes) +
-                             " bytes is below the " +
-                             std::to_string(IndexerWorkspaceBytes(layout, p)) + " needed");
+  CheckWorkspace(layout, p, workspace_bytes);
   const int64_t max_blocks = MaxBlocks(layout, p);
   float* scores = static_cast<float*>(workspace);
   // rows == seqs: every sequence has one row (a decode step), known without reading the device.
@@ -145,6 +151,20 @@ void PagedIndexerSelect(const bf16* index_q, const IndexKeys& keys, const PagedL
   }
   IndexTopK(scores, layout, p.num_heads, p.block_size, max_blocks, p.topk_blocks, p.local_blocks,
             selected, stream);
+}
+
+const float* PagedIndexerDecodeScores(const bf16* index_q, const IndexKeys& keys,
+                                      const PagedLayout& layout, const IndexerParams& p,
+                                      void* workspace, size_t workspace_bytes, int64_t* max_blocks,
+                                      cudaStream_t stream) {
+  if (layout.rows <= 0 || layout.rows != layout.seqs ||
+      !IndexScoresSupported(p.num_heads, p.head_dim, p.block_size))
+    return nullptr;
+  CheckWorkspace(layout, p, workspace_bytes);
+  *max_blocks = MaxBlocks(layout, p);
+  float* scores = static_cast<float*>(workspace);
+  IndexScoresDecode(index_q, keys, layout, p.num_heads, *max_blocks, true, scores, stream);
+  return scores;
 }
 
 void PagedIndexerSelectBlocks(const bf16* index_q, const bf16* index_k_pages,

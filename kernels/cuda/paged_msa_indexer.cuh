@@ -39,6 +39,15 @@ void PagedIndexerSelect(const bf16* index_q, const IndexKeys& keys, const PagedL
                         const IndexerParams& p, int64_t max_seq_len, void* workspace,
                         size_t workspace_bytes, int32_t* selected, cudaStream_t stream);
 
+// The fast path's first half alone for a step of decodes only (rows == seqs) at the shapes
+// IndexScoresSupported takes: block scores [rows, heads, *max_blocks] f32 at the workspace's
+// start, for a consumer that selects from them itself (PagedMsaDecodeAttention); null, with
+// nothing launched, for other steps and shapes.
+const float* PagedIndexerDecodeScores(const bf16* index_q, const IndexKeys& keys,
+                                      const PagedLayout& layout, const IndexerParams& p,
+                                      void* workspace, size_t workspace_bytes, int64_t* max_blocks,
+                                      cudaStream_t stream);
+
 // bf16 keys with a workspace this module keeps, grown on demand and never freed (graphs captured
 // with an older one may replay); a step under graph capture that would need it to grow takes
 // the generic kernel instead. Graph-captured callers should pass their own workspace to

@@ -269,6 +269,11 @@ class TimedBackend : public Backend {
                             const DeviceTensor& o) override {
     Timed("BlockSparseAttention", [&] { in_.BlockSparseAttention(q, c, m, s, sel, topk, bs, o); });
   }
+  void MsaAttention(const DeviceTensor& q, const DeviceTensor& iq, const be::LayerKvCache& c,
+                    const be::StepMetadata& m, const be::MsaParams& p, const be::AttentionShape& s,
+                    const DeviceTensor& sel, const DeviceTensor& o) override {
+    Timed("MsaAttention", [&] { in_.MsaAttention(q, iq, c, m, p, s, sel, o); });
+  }
   void SwigluOai(const DeviceTensor& gu, const be::SwigluParams& p,
                  const DeviceTensor& o) override {
     Timed("SwigluOai", [&] { in_.SwigluOai(gu, p, o); });

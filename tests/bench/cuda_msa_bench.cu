@@ -22,6 +22,7 @@
 #include "kernels/cuda/msa_index_scores.cuh"
 #include "kernels/cuda/msa_index_topk.cuh"
 #include "kernels/cuda/paged_attention.cuh"
+#include "kernels/cuda/paged_msa_attention.cuh"
 #include "kernels/cuda/paged_msa_indexer.cuh"
 
 namespace {
@@ -137,8 +138,10 @@ struct Result {
   int64_t ctx = 0, batch = 0;
   // Decode: per call from CUDA graphs (eager_*: launched one by one); prefill: eager.
   Timing scan_bf16, scan_fp8, topk, idx_bf16, idx_fp8, sparse, dense;
-  // Decode: indexer + sparse attention in one graph, back to back as a step runs them.
-  Timing msa_bf16, msa_fp8;
+  // Decode: MSA as the engine runs it (PagedMsaAttention: at small batch the scan, then the
+  // attention selecting its blocks itself) in one graph, and beside it the unfused chain (scan,
+  // top-k kernel, attention) and the selecting attention alone (0 where it does not apply).
+  Timing msa_bf16, msa_fp8, msa_bf16_unfused, selecting_attention;
   Timing eager_idx_bf16, eager_sparse, eager_dense;
   int64_t fp8_sel_differ = 0, sel_pairs = 0;
   double idx_bytes_bf16 = 0, idx_bytes_fp8 = 0, dense_bytes = 0, sparse_bytes = 0;
@@ -224,7 +227,17 @@ Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_p
                                   {attn_ws.p, sparse_ws});
   };
   auto sparse = [&] { sparse_over(sel); };
-  auto sparse8 = [&] { sparse_over(sel8); };
+  auto msa_over = [&](const kc::IndexKeys& keys, const Buf& selection) {
+    kc::PagedMsaAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), iq.as<bf16>(), keys, layout,
+                          dims, ip, ctx, ws.p, ws_bytes, selection.as<int32_t>(), out.as<bf16>(),
+                          st, {attn_ws.p, sparse_ws});
+  };
+  bool selects = false;  // whether the decode attention selects for this batch
+  auto selecting = [&] {
+    selects = kc::PagedMsaDecodeAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims,
+                                          scores, max_blocks, 1, kTopK, kBlock, sel.as<int32_t>(),
+                                          out.as<bf16>(), st);
+  };
   auto dense = [&] {
     kc::PagedAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims, out.as<bf16>(), st,
                        {attn_ws.p, dense_ws});
@@ -237,18 +250,16 @@ Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_p
     res.topk = Graph(topk, st);
     res.sparse = Graph(sparse, st);
     res.dense = Graph(dense, st);
-    res.msa_fp8 = Graph(
-        [&] {
-          idx8();
-          sparse8();
-        },
-        st);
-    res.msa_bf16 = Graph(
+    res.msa_fp8 = Graph([&] { msa_over(keys8, sel8); }, st);
+    res.msa_bf16_unfused = Graph(
         [&] {
           idx16();
           sparse();
         },
         st);
+    res.msa_bf16 = Graph([&] { msa_over(keys16, sel); }, st);
+    selecting();
+    if (selects) res.selecting_attention = Graph(selecting, st);
     res.eager_idx_bf16 = Eager(idx16, st, warm, reps);
     res.eager_sparse = Eager(sparse, st, warm, reps);
     res.eager_dense = Eager(dense, st, warm, reps);
@@ -295,14 +306,16 @@ std::string Json(const Result& r) {
                 "\"index_bytes_bf16\":%.0f,\"index_bytes_fp8\":%.0f,\"sparse_kv_bytes\":%.0f,"
                 "\"dense_kv_bytes\":%.0f,\"score_flop\":%.0f,\"eager_indexer_bf16_ms\":%.5f,"
                 "\"eager_sparse_attention_ms\":%.5f,\"eager_dense_ms\":%.5f,"
-                "\"msa_bf16_ms\":%.5f,\"msa_fp8_ms\":%.5f}",
+                "\"msa_bf16_ms\":%.5f,\"msa_fp8_ms\":%.5f,\"msa_bf16_unfused_ms\":%.5f,"
+                "\"selecting_attention_ms\":%.5f}",
                 r.kind.c_str(), static_cast<long long>(r.ctx), static_cast<long long>(r.batch),
                 r.scan_bf16.median_ms, r.scan_fp8.median_ms, r.topk.median_ms, r.idx_bf16.median_ms,
                 r.idx_fp8.median_ms, r.sparse.median_ms, r.dense.median_ms, r.dense.reps,
                 static_cast<long long>(r.fp8_sel_differ), static_cast<long long>(r.sel_pairs),
                 r.idx_bytes_bf16, r.idx_bytes_fp8, r.sparse_bytes, r.dense_bytes, r.score_flop,
                 r.eager_idx_bf16.median_ms, r.eager_sparse.median_ms, r.eager_dense.median_ms,
-                r.msa_bf16.median_ms, r.msa_fp8.median_ms);
+                r.msa_bf16.median_ms, r.msa_fp8.median_ms, r.msa_bf16_unfused.median_ms,
+                r.selecting_attention.median_ms);
   return buf;
 }
 
@@ -397,8 +410,11 @@ int main(int argc, char** argv) {
             r.dense.reps ? r.dense.median_ms / msa : 0.0, static_cast<long long>(r.fp8_sel_differ),
             static_cast<long long>(r.sel_pairs));
         if (!pf)
-          std::printf("         chained in one graph: msa16 %.4f msa8 %.4f\n", r.msa_bf16.median_ms,
-                      r.msa_fp8.median_ms);
+          std::printf(
+              "         chained in one graph: msa16 %.4f msa8 %.4f (msa16 with the top-k kernel "
+              "%.4f; selecting attention alone %.4f)\n",
+              r.msa_bf16.median_ms, r.msa_fp8.median_ms, r.msa_bf16_unfused.median_ms,
+              r.selecting_attention.median_ms);
         if (!pf)
           std::printf("         eager (launched one by one): idx16 %.4f sparse %.4f dense %.4f\n",
                       r.eager_idx_bf16.median_ms, r.eager_sparse.median_ms,

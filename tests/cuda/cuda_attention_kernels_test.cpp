@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cpu/paged_attention.h"
+#include "kernels/cuda/msa_index_topk.cuh"
 #include "kernels/cuda/paged_attention.cuh"
 #include "shared/dtype.h"
 
@@ -283,6 +284,95 @@ TEST_CASE("split-K decode attention matches the CPU twin, dense and block-sparse
   std::vector<std::pair<int32_t, int32_t>> many;
   for (int i = 0; i < 80; ++i) many.push_back({(i * 7919) % 9000, 1});
   RunCase("decode x80, top-16 of 128", MakeStep(many, 128, 0, 16), kReal, 16, 128, 303);
+}
+
+// A decode step whose attention selects its blocks from block scores (PagedMsaDecodeAttention)
+// against the top-k kernel's selection and the attention over it: the same selection in the same
+// order, and the same output bit for bit. Scores on a coarse grid (exact ties), now and then
+// -inf, one row all equal, and garbage past each row's blocks (never read).
+void RunSelectingCase(const std::string& name, const Step& s, const Shape& sh, int64_t topk,
+                      int64_t block, int64_t local, uint32_t seed) {
+  const int64_t D = sh.dim, slots = s.num_pages * s.page_size;
+  std::vector<uint16_t> qb, kb, vb;
+  Random(s.rows * sh.hq * D, seed, 2.0f, qb);
+  Random(slots * sh.hkv * D, seed + 1, 1.0f, kb);
+  Random(slots * sh.hkv * D, seed + 2, 1.0f, vb);
+  const int64_t max_blocks = (s.max_pages * s.page_size + block - 1) / block;
+  std::vector<float> scores(s.rows * sh.hkv * max_blocks);
+  std::mt19937 rng(seed + 3);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const int64_t nb = std::min<int64_t>(s.context_lens[r] / block + 1, max_blocks);
+    for (int64_t g = 0; g < sh.hkv; ++g)
+      for (int64_t b = 0; b < max_blocks; ++b) {
+        const uint32_t roll = rng() % 64;
+        float& x = scores[(r * sh.hkv + g) * max_blocks + b];
+        if (b >= nb)
+          x = 1e30f;
+        else if (r == 1)
+          x = 0.25f;
+        else if (roll < 6)
+          x = -INFINITY;
+        else
+          x = static_cast<float>(static_cast<int>(roll % 17) - 8) / 8.0f;
+      }
+  }
+  DeviceArray<uint16_t> dq(qb), dk(kb), dv(vb), out_a(s.rows * sh.hq * D), out_b(out_a.n);
+  DeviceArray<int32_t> qs(s.query_start), ctx(s.context_lens), tab(s.tables);
+  DeviceArray<int32_t> sel_a(sh.hkv * s.rows * topk), sel_b(sel_a.n);
+  DeviceArray<float> dscores(scores);
+  gpu::PagedLayout gl{s.seqs,  s.rows,      qs.ptr,      ctx.ptr,
+                      tab.ptr, s.max_pages, s.page_size, s.num_decodes};
+  const gpu::AttentionDims gd{sh.hq, sh.hkv, D, 1.0f / std::sqrt(static_cast<float>(D))};
+  auto* bq = reinterpret_cast<const gpu::bf16*>(dq.ptr);
+  auto* bk = reinterpret_cast<const gpu::bf16*>(dk.ptr);
+  auto* bv = reinterpret_cast<const gpu::bf16*>(dv.ptr);
+  Cuda(cudaMemset(out_b.ptr, 0xff, out_b.n * 2), "memset");
+  Cuda(cudaMemset(sel_b.ptr, 0x7f, sel_b.n * 4), "memset");
+  gpu::IndexTopK(dscores.ptr, gl, sh.hkv, block, max_blocks, topk, local, sel_a.ptr, nullptr);
+  gpu::PagedBlockSparseAttention(bq, bk, bv, gl, gd, sel_a.ptr, topk, block,
+                                 reinterpret_cast<gpu::bf16*>(out_a.ptr), nullptr);
+  const bool selects =
+      gpu::PagedMsaDecodeAttention(bq, bk, bv, gl, gd, dscores.ptr, max_blocks, local, topk, block,
+                                   sel_b.ptr, reinterpret_cast<gpu::bf16*>(out_b.ptr), nullptr);
+  Cuda(cudaDeviceSynchronize(), name.c_str());
+  INFO(name);
+  REQUIRE(selects);
+  CHECK(sel_b.Get() == sel_a.Get());
+  CHECK(out_b.Get() == out_a.Get());
+  std::printf("  %-58s same selection and output\n", name.c_str());
+}
+
+TEST_CASE("decode attention selecting from block scores equals the top-k kernel, then attention") {
+  const std::vector<std::pair<int32_t, int32_t>> decodes = {
+      {32767, 1}, {20000, 1}, {0, 1}, {126, 1}, {127, 1}, {128, 1}, {5001, 1}, {9999, 1}};
+  for (const char* cluster : {"8", "16"}) {
+    setenv("M3_SPARSE_DECODE_CLUSTER", cluster, 1);
+    const std::string c = std::string(", clusters of ") + cluster;
+    for (int64_t ps : {16, 128})
+      RunSelectingCase("decode x8, page " + std::to_string(ps) + ", top-16 of 128" + c,
+                       MakeStep(decodes, ps, 0, 40), kReal, 16, 128, 1, 400 + ps);
+    RunSelectingCase("decode x8, top-6 of 32-key blocks, 2 local" + c, MakeStep(decodes, 16, 0, 41),
+                     kReal, 6, 32, 2, 410);
+    RunSelectingCase("decode x8, top-40 of 32-key blocks" + c, MakeStep(decodes, 16, 0, 42), kReal,
+                     40, 32, 1, 420);
+    RunSelectingCase("decode x2 at 128K in a 256K-wide table" + c,
+                     MakeStep({{131071, 1}, {100000, 1}}, 128, 2048, 43), kReal, 16, 128, 1, 430);
+    RunSelectingCase("decode x8, head_dim 64, 8 q heads per group" + c,
+                     MakeStep(decodes, 16, 0, 44), Shape{16, 2, 64}, 16, 128, 1, 440);
+  }
+  // No cluster plan, or rows that are not decodes: the caller's top-k path.
+  setenv("M3_SPARSE_DECODE_CLUSTER", "0", 1);
+  const Step s = MakeStep(decodes, 16, 0, 45);
+  DeviceArray<int32_t> qs(s.query_start), ctx(s.context_lens), tab(s.tables);
+  gpu::PagedLayout gl{s.seqs,  s.rows,      qs.ptr,      ctx.ptr,
+                      tab.ptr, s.max_pages, s.page_size, s.num_decodes};
+  const gpu::AttentionDims gd{64, 4, 128, 0.088f};
+  CHECK_FALSE(gpu::PagedMsaDecodeAttention(nullptr, nullptr, nullptr, gl, gd, nullptr, 300, 1, 16,
+                                           128, nullptr, nullptr, nullptr));
+  unsetenv("M3_SPARSE_DECODE_CLUSTER");
+  gl.num_decodes = 0;
+  CHECK_FALSE(gpu::PagedMsaDecodeAttention(nullptr, nullptr, nullptr, gl, gd, nullptr, 300, 1, 16,
+                                           128, nullptr, nullptr, nullptr));
 }
 
 TEST_CASE("tensor-core prefill attention matches the CPU twin, dense and block-sparse") {

@@ -241,11 +241,13 @@ PagedStep MakeStep(const std::vector<std::pair<int32_t, int32_t>>& seqs, int64_t
   return s;
 }
 
-TEST_CASE("paged decoder attention ops match the CPU twins at 32K context") {
+// The attention ops of one step at the real shapes, GPU against the CPU twins; MsaAttention on
+// the GPU (fused into one attention kernel where the step allows) must equal MsaSelectBlocks
+// then BlockSparseAttention there, bit for bit.
+void CheckPagedAttentionOps(const std::vector<std::pair<int32_t, int32_t>>& seqs) {
   Backends& b = Both();
   const int64_t Hq = 64, Hkv = 4, D = 128, rot = 64, Hi = 4, Di = 128, B = 128, topk = 16;
-  // decodes at 32K and 5000, a 64-row chunk at offset 3000, a fresh 300-row prompt
-  PagedStep st = MakeStep({{32767, 1}, {5000, 1}, {3000, 64}, {0, 300}}, rot);
+  PagedStep st = MakeStep(seqs, rot);
   const int64_t rows = st.batch.num_rows(), P = st.num_pages, ps = st.page_size;
   engine::backend::StepMetadata mc = b.cpu->PrepareStep(st.batch, ps, st.cos, st.sin, rot);
   engine::backend::StepMetadata mg = b.gpu->PrepareStep(st.batch, ps, st.cos, st.sin, rot);
@@ -345,6 +347,23 @@ TEST_CASE("paged decoder attention ops match the CPU twins at 32K context") {
   b.cpu->BlockSparseAttention(q.cpu, cc, mc, shape, sel.cpu, topk, B, att.cpu);
   b.gpu->BlockSparseAttention(q.gpu, cg, mg, shape, sel.gpu, topk, B, att.gpu);
   CHECK(Compare("BlockSparseAttention (top-16 of 128)", att) < kTol);
+
+  const std::vector<float> unfused = Get(*b.gpu, att.gpu);
+  b.gpu->Upload(std::vector<int32_t>(Hi * rows * topk, -7).data(), sel.gpu);
+  b.gpu->Upload(std::vector<float>(rows * Hq * D, 0.0f).data(), att.gpu);
+  b.gpu->MsaAttention(q.gpu, iq.gpu, cg, mg, msa, shape, sel.gpu, att.gpu);
+  CHECK(GetInts(*b.gpu, sel.gpu) == sg);
+  CHECK(Get(*b.gpu, att.gpu) == unfused);
+}
+
+TEST_CASE("paged decoder attention ops match the CPU twins at 32K context") {
+  // decodes at 32K and 5000, a 64-row chunk at offset 3000, a fresh 300-row prompt
+  CheckPagedAttentionOps({{32767, 1}, {5000, 1}, {3000, 64}, {0, 300}});
+}
+
+TEST_CASE("paged decoder attention ops of a decode step match the CPU twins") {
+  // Few decodes: MsaAttention selects inside the attention kernel (its cluster plan).
+  CheckPagedAttentionOps({{32767, 1}, {5000, 1}});
 }
 
 TEST_CASE("the rotary rows made on the device are the host's, bit for bit") {

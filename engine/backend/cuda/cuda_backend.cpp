@@ -28,6 +28,7 @@
 #include "kernels/cuda/moe_routing.cuh"
 #include "kernels/cuda/msa_index_fp8.cuh"
 #include "kernels/cuda/paged_attention.cuh"
+#include "kernels/cuda/paged_msa_attention.cuh"
 #include "kernels/cuda/paged_msa_indexer.cuh"
 #include "kernels/cuda/qk_norm_rope.cuh"
 #include "kernels/cuda/rms_norm.cuh"
@@ -501,27 +502,55 @@ class CudaBackend : public Backend {
                         out.data<bf16>(), S(), ws);
     });
   }
-  void MsaSelectBlocks(const DeviceTensor& index_q, const LayerKvCache& cache,
-                       const StepMetadata& m, const MsaParams& p,
-                       const DeviceTensor& selected) override {
-    Check(selected.numel() == p.index_heads * m.rows * p.topk_blocks, "MsaSelectBlocks shape");
+  // The index keys of an MSA layer's cache (bf16 or FP8), its tensors' dtypes checked.
+  static k::IndexKeys IndexKeysOf(const DeviceTensor& index_q, const LayerKvCache& cache,
+                                  const StepMetadata& m, const MsaParams& p,
+                                  const DeviceTensor& selected) {
+    Check(selected.numel() == p.index_heads * m.rows * p.topk_blocks, "MSA selection shape");
     const bool fp8 = cache.fp8_index();
     Check(
         index_q.dtype == DType::kBF16 && selected.dtype == DType::kI32 &&
             (fp8 ? cache.index_codes.dtype == DType::kU8 && cache.index_scales.dtype == DType::kF32
                  : cache.index_k.dtype == DType::kBF16),
-        "MsaSelectBlocks dtypes");
-    const k::IndexKeys keys = fp8 ? k::IndexKeys{nullptr, cache.index_codes.data<uint8_t>(),
-                                                 cache.index_scales.data<float>()}
-                                  : k::IndexKeys{cache.index_k.data<bf16>(), nullptr, nullptr};
-    k::IndexerParams ip{p.index_heads, p.index_head_dim, p.block_size, p.topk_blocks,
-                        p.local_blocks};
+        "MSA indexer dtypes");
+    return fp8 ? k::IndexKeys{nullptr, cache.index_codes.data<uint8_t>(),
+                              cache.index_scales.data<float>()}
+               : k::IndexKeys{cache.index_k.data<bf16>(), nullptr, nullptr};
+  }
+  static k::IndexerParams IndexerParamsOf(const MsaParams& p) {
+    return {p.index_heads, p.index_head_dim, p.block_size, p.topk_blocks, p.local_blocks};
+  }
+  void MsaSelectBlocks(const DeviceTensor& index_q, const LayerKvCache& cache,
+                       const StepMetadata& m, const MsaParams& p,
+                       const DeviceTensor& selected) override {
+    const k::IndexKeys keys = IndexKeysOf(index_q, cache, m, p, selected);
+    const k::IndexerParams ip = IndexerParamsOf(p);
     const k::PagedLayout layout = Layout(m);
     const size_t bytes = k::IndexerWorkspaceBytes(layout, ip);
     void* ws = OpScratch(bytes);
     Run("MsaSelectBlocks", [&] {
       k::PagedIndexerSelect(index_q.data<bf16>(), keys, layout, ip, m.max_seq_len, ws, bytes,
                             selected.data<int32_t>(), S());
+    });
+  }
+  void MsaAttention(const DeviceTensor& q, const DeviceTensor& index_q, const LayerKvCache& cache,
+                    const StepMetadata& m, const MsaParams& p, const AttentionShape& s,
+                    const DeviceTensor& selected, const DeviceTensor& out) override {
+    const k::IndexKeys keys = IndexKeysOf(index_q, cache, m, p, selected);
+    Check(q.dtype == DType::kBF16 && out.dtype == DType::kBF16 && cache.k.dtype == DType::kBF16,
+          "MsaAttention dtypes");
+    const k::IndexerParams ip = IndexerParamsOf(p);
+    const k::AttentionDims dims{s.q_heads, s.kv_heads, s.head_dim, s.scale};
+    const k::PagedLayout layout = Layout(m);
+    // One scratch: the indexer's workspace, then the attention's (256-byte aligned).
+    const size_t index_bytes = (k::IndexerWorkspaceBytes(layout, ip) + 255) / 256 * 256;
+    const size_t attn_bytes = k::PagedAttentionWorkspaceBytes(layout, dims, p.topk_blocks);
+    auto* ws = static_cast<unsigned char*>(OpScratch(index_bytes + attn_bytes));
+    const k::AttentionWorkspace attn_ws{attn_bytes > 0 ? ws + index_bytes : nullptr, attn_bytes};
+    Run("MsaAttention", [&] {
+      k::PagedMsaAttention(q.data<bf16>(), cache.k.data<bf16>(), cache.v.data<bf16>(),
+                           index_q.data<bf16>(), keys, layout, dims, ip, m.max_seq_len, ws,
+                           index_bytes, selected.data<int32_t>(), out.data<bf16>(), S(), attn_ws);
     });
   }
   void BlockSparseAttention(const DeviceTensor& q, const LayerKvCache& cache, const StepMetadata& m,

@@ -1,0 +1,38 @@
+// PagedMsaAttention: the fused decode path where it applies, else selection then attention.
+#include "kernels/cuda/paged_msa_attention.cuh"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/msa_index_topk.cuh"
+
+namespace m3::kernels::cuda {
+
+void PagedMsaAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages, const bf16* index_q,
+                       const IndexKeys& keys, const PagedLayout& layout, const AttentionDims& dims,
+                       const IndexerParams& ip, int64_t max_seq_len, void* index_workspace,
+                       size_t index_workspace_bytes, int32_t* selected, bf16* out,
+                       cudaStream_t stream, AttentionWorkspace workspace) {
+  if (ip.num_heads != dims.num_kv_heads)
+    throw std::runtime_error("MSA attention: " + std::to_string(ip.num_heads) +
+                             " index heads for " + std::to_string(dims.num_kv_heads) +
+                             " KV groups (one index head per group)");
+  int64_t max_blocks = 0;
+  const float* scores = PagedIndexerDecodeScores(index_q, keys, layout, ip, index_workspace,
+                                                 index_workspace_bytes, &max_blocks, stream);
+  if (scores == nullptr) {
+    PagedIndexerSelect(index_q, keys, layout, ip, max_seq_len, index_workspace,
+                       index_workspace_bytes, selected, stream);
+  } else if (PagedMsaDecodeAttention(q, k_pages, v_pages, layout, dims, scores, max_blocks,
+                                     ip.local_blocks, ip.topk_blocks, ip.block_size, selected, out,
+                                     stream)) {
+    return;
+  } else {
+    IndexTopK(scores, layout, ip.num_heads, ip.block_size, max_blocks, ip.topk_blocks,
+              ip.local_blocks, selected, stream);
+  }
+  PagedBlockSparseAttention(q, k_pages, v_pages, layout, dims, selected, ip.topk_blocks,
+                            ip.block_size, out, stream, workspace);
+}
+
+}  // namespace m3::kernels::cuda
