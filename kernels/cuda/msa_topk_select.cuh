@@ -87,12 +87,25 @@ __device__ void BlockTopK(const float* row, int n, int first_local, int topk, ui
   static_assert(kThreads % 64 == 0 && kThreads <= 1024, "whole warps, at least topk");
   const int tid = static_cast<int>(threadIdx.x);
   uint64_t mine = ~uint64_t{0};
-#pragma unroll 8
-  for (int i = tid; i < n; i += kThreads) {
-    const uint32_t key = i >= first_local ? AscKey(INFINITY) : AscKey(row[i]);
-    keys[i] = key;
-    const uint64_t c = (uint64_t{key} << 32) | static_cast<uint32_t>(i);
-    mine = c < mine ? c : mine;
+  // Eight scores a thread in flight at once (the stores to keys would otherwise hold each load
+  // back until the previous key is stored: one L2 round trip per score).
+  constexpr int kBatch = 8;
+  for (int i0 = tid; i0 < n; i0 += kBatch * kThreads) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * kThreads;
+      v[j] = i < n && i < first_local ? row[i] : INFINITY;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * kThreads;
+      if (i < n) {
+        keys[i] = AscKey(v[j]);
+        const uint64_t c = (uint64_t{AscKey(v[j])} << 32) | static_cast<uint32_t>(i);
+        mine = c < mine ? c : mine;
+      }
+    }
   }
   const int k = topk < n ? topk : n;
   // Four lanes share one minimum where at least k groups of them hold keys: a quarter of the
@@ -131,9 +144,16 @@ __device__ void BlockTopK(const float* row, int n, int first_local, int topk, ui
   if (owner && rank == k - 1) sc.threshold = least;
   __syncthreads();
   const uint64_t bound = sc.threshold;
-  for (int i = tid; i < n; i += kThreads) {
-    const uint64_t c = (uint64_t{keys[i]} << 32) | static_cast<uint32_t>(i);
-    if (c <= bound) survivors[atomicAdd(&sc.count, 1)] = c;
+  // Survivors only among threads whose minimum is at or below the bound; one atomic each.
+  if (mine <= bound) {
+    int own = 0;
+    for (int i = tid; i < n; i += kThreads)
+      own += ((uint64_t{keys[i]} << 32) | static_cast<uint32_t>(i)) <= bound ? 1 : 0;
+    int at = atomicAdd(&sc.count, own);
+    for (int i = tid; i < n; i += kThreads) {
+      const uint64_t c = (uint64_t{keys[i]} << 32) | static_cast<uint32_t>(i);
+      if (c <= bound) survivors[at++] = c;
+    }
   }
   __syncthreads();
   const int m = sc.count;

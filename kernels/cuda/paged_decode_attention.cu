@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   if constexpr (kSelect) {
     // The selection made here (no repeats): no top-k kernel, and one launch dependency less
     // before the keys (the indexer's block scores are ready once this kernel may start).
-    const int64_t nb = pos / a.block_size + 1;
-    const int n = static_cast<int>(nb < a.max_blocks ? nb : a.max_blocks);
+    const int nb = static_cast<int>(pos) / static_cast<int>(a.block_size) + 1;  // 32-bit division
+    const int n = nb < a.max_blocks ? nb : static_cast<int>(a.max_blocks);
     auto* scratch =
         reinterpret_cast<SelectScratch*>(smem_raw + SmemBytes<D>() - sizeof(SelectScratch));
     auto* survivors = reinterpret_cast<uint64_t*>(smem_raw + (n + 1) / 2 * 8);
