@@ -52,13 +52,15 @@ __device__ __forceinline__ uint32_t RemoteAddress(const void* local, int rank) {
 }
 
 // Stores the 16 bytes v into CTA `rank`'s mailbox at the offset `at` has in this CTA's (both
-// mailboxes start at the same shared address).
+// mailboxes start at the same shared address; a CTA's shared::cluster window is contiguous, so
+// one mapping gives the mailbox and its barrier).
 __device__ __forceinline__ void MailboxPush(float* box, float* at, float4 v, int rank) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t remote_box = RemoteAddress(box, rank);
   asm volatile(
       "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
-      "[%5];\n" ::"r"(RemoteAddress(at, rank)),
-      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(RemoteAddress(box, rank) - 16)
+      "[%5];\n" ::"r"(remote_box + (SharedAddress(at) - SharedAddress(box))),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(remote_box - 16)
       : "memory");
 #endif
 }

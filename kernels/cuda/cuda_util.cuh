@@ -80,26 +80,37 @@ __device__ __forceinline__ void ChainedKernelStart() {
 #endif
 }
 
+// The cudaLaunchKernelEx configuration of a chained launch (LaunchAfterPrior) in thread-block
+// clusters of `cluster` (1 x 1 x 1: no clusters); also what occupancy queries of such a launch
+// take (cudaOccupancyMaxActiveClusters). config points into attr: not copyable.
+struct ChainedLaunch {
+  cudaLaunchAttribute attr[2];
+  cudaLaunchConfig_t config{};
+  ChainedLaunch(dim3 grid, dim3 cluster, dim3 block, size_t smem, cudaStream_t stream) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = cluster.x;
+    attr[1].val.clusterDim.y = cluster.y;
+    attr[1].val.clusterDim.z = cluster.z;
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = cluster.x * cluster.y * cluster.z > 1 ? 2 : 1;
+  }
+  ChainedLaunch(const ChainedLaunch&) = delete;
+  ChainedLaunch& operator=(const ChainedLaunch&) = delete;
+};
+
 // As LaunchAfterPrior, in thread-block clusters of `cluster` (the grid a multiple of it; 1 x 1 x 1:
 // no clusters). Cluster sizes above 8 need the kernel's non-portable-size opt-in.
 template <typename... Params, typename... Args>
 void LaunchClustersAfterPrior(void (*kernel)(Params...), dim3 grid, dim3 cluster, dim3 block,
                               size_t smem, cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = cluster.x;
-  attr[1].val.clusterDim.y = cluster.y;
-  attr[1].val.clusterDim.z = cluster.z;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = cluster.x * cluster.y * cluster.z > 1 ? 2 : 1;
-  cudaLaunchKernelEx(&config, kernel, static_cast<Params>(std::forward<Args>(args))...);
+  const ChainedLaunch launch(grid, cluster, block, smem, stream);
+  cudaLaunchKernelEx(&launch.config, kernel, static_cast<Params>(std::forward<Args>(args))...);
 }
 
 template <typename... Params, typename... Args>

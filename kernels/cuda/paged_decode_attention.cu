@@ -376,21 +376,15 @@ bool Clusters16Fit() {
   bool fits = false;
   try {
     PrepareClusterKernel<128>(16);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 16;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(1, 1, 16);
-    config.blockDim = dim3(kWarps * 32);
-    config.dynamicSmemBytes = ClusterSmemBytes<128>();
-    config.attrs = attr;
-    config.numAttrs = 1;
-    int clusters = 0;
-    fits = cudaOccupancyMaxActiveClusters(&clusters, DecodeKernel<128, true>, &config) ==
+    PrepareClusterKernel<128, true>(16);
+    const ChainedLaunch launch(dim3(1, 1, 16), dim3(1, 1, 16), kWarps * 32, ClusterSmemBytes<128>(),
+                               nullptr);
+    int plain = 0, selecting = 0;
+    fits = cudaOccupancyMaxActiveClusters(&plain, DecodeKernel<128, true>, &launch.config) ==
                cudaSuccess &&
-           clusters > 0;
+           cudaOccupancyMaxActiveClusters(&selecting, DecodeKernel<128, true, true>,
+                                          &launch.config) == cudaSuccess &&
+           plain > 0 && selecting > 0;
   } catch (const std::runtime_error&) {
     fits = false;
   }
