@@ -73,47 +73,36 @@ struct BlockTopKScratch {
 };
 
 // IndexTopK's selection of one row, made by one whole thread block of kThreads threads: the
-// k = min(topk, n) smallest composites of the row's blocks [0, n) (blocks from first_local on
-// count as +inf), written to out[0, topk) in ascending order as block indices (-1 past k and for
-// -inf scores). row may be read up to readable >= n. Shared memory: keys (n words) and
-// survivors (up to n composites); topk <= kThreads, kThreads a multiple of 64. The k-th
-// smallest of the threads' (or four-lane groups') minima bounds the selection (the k holding
-// the k smallest minima have a key at or below it each, and every key at or below it is one of
-// theirs), so only those keys are ranked against each other: three block barriers, and on a
-// row's scores a few dozen survivors (a radix select's passes took several times longer in a
-// 128-thread block). Ends with a barrier: out is visible to the block.
+// k = min(topk, n) smallest composites of blocks [0, n) (blocks from first_local on count as
+// +inf), written to out[0, topk) in ascending order as block indices (-1 past k and for -inf
+// scores). Shared memory: keys (n words) and survivors (up to n composites); topk <= kThreads,
+// kThreads a multiple of 64. The k-th smallest of the threads' (or four-lane groups') minima
+// bounds the selection (the k holding the k smallest minima have a key at or below it each,
+// and every key at or below it is one of theirs), so only those keys are ranked against each
+// other: three block barriers, and on a row's scores a few dozen survivors (a radix select's
+// passes took several times longer in a 128-thread block). Ends with a barrier: out is visible.
 template <int kThreads>
-__device__ void BlockTopK(const float* row, int readable, int n, int first_local, int topk,
-                          uint32_t* keys, uint64_t* survivors, BlockTopKScratch<kThreads>& sc,
-                          int32_t* out) {
+__device__ void BlockTopK(const float* row, int n, int first_local, int topk, uint32_t* keys,
+                          uint64_t* survivors, BlockTopKScratch<kThreads>& sc, int32_t* out) {
   static_assert(kThreads % 64 == 0 && kThreads <= 1024, "whole warps, at least topk");
   const int tid = static_cast<int>(threadIdx.x);
   uint64_t mine = ~uint64_t{0};
   // Eight scores a thread in flight at once (the stores to keys would otherwise hold each load
-  // back until the previous key is stored: one L2 round trip per score); the first eight are
-  // read up to `readable` whatever n is, so they need not wait for the loads n comes from.
+  // back until the previous key is stored: one L2 round trip per score).
   constexpr int kBatch = 8;
-  float v[kBatch];
-#pragma unroll
-  for (int j = 0; j < kBatch; ++j) {
-    const int i = tid + j * kThreads;
-    v[j] = i < readable ? row[i] : 0.0f;
-  }
   for (int i0 = tid; i0 < n; i0 += kBatch * kThreads) {
-    if (i0 != tid) {
+    float v[kBatch];
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int i = i0 + j * kThreads;
-        v[j] = i < n ? row[i] : 0.0f;
-      }
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * kThreads;
+      v[j] = i < n && i < first_local ? row[i] : INFINITY;
     }
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int i = i0 + j * kThreads;
       if (i < n) {
-        const uint32_t key = AscKey(i < first_local ? v[j] : INFINITY);
-        keys[i] = key;
-        const uint64_t c = (uint64_t{key} << 32) | static_cast<uint32_t>(i);
+        keys[i] = AscKey(v[j]);
+        const uint64_t c = (uint64_t{AscKey(v[j])} << 32) | static_cast<uint32_t>(i);
         mine = c < mine ? c : mine;
       }
     }

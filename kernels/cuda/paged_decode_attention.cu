@@ -124,8 +124,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     auto* scratch =
         reinterpret_cast<SelectScratch*>(smem_raw + SmemBytes<D>() - sizeof(SelectScratch));
     auto* survivors = reinterpret_cast<uint64_t*>(smem_raw + (n + 1) / 2 * 8);
-    BlockTopK<kWarps * 32>(a.scores + (r * hkv + g) * a.max_blocks, static_cast<int>(a.max_blocks),
-                           n, n - static_cast<int>(a.local_blocks), static_cast<int>(a.topk),
+    BlockTopK<kWarps * 32>(a.scores + (r * hkv + g) * a.max_blocks, n,
+                           n - static_cast<int>(a.local_blocks), static_cast<int>(a.topk),
                            reinterpret_cast<uint32_t*>(smem_raw), survivors, *scratch, blocks);
     if (c == 0 && threadIdx.x < a.topk)
       a.select_out[(g * a.layout.rows + r) * a.topk + threadIdx.x] = blocks[threadIdx.x];
