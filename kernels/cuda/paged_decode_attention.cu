@@ -6,7 +6,9 @@
 // thread-block cluster (one cluster per row and group) that own them, by asynchronous stores
 // into their shared-memory mailboxes (cluster_mailbox.cuh): no partials in global memory and
 // no second kernel, which at batch 1 were most of the attention's time (the combine's launch
-// and 1 MB of partials round trip).
+// and 1 MB of partials round trip). A cluster kernel may also select the row's blocks itself
+// from the indexer's block scores (msa_topk_select.cuh's BlockTopK, in the tiles' shared memory
+// before the first copy), so a small decode step needs no top-k kernel.
 #include "kernels/cuda/paged_decode_attention.cuh"
 
 #include <cooperative_groups.h>
@@ -485,8 +487,10 @@ void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_page
     if (!DecodeSelectsBlocks(plan, select->max_blocks, dims.head_dim) || topk <= 0)
       throw std::runtime_error("paged decode attention: selecting from " +
                                std::to_string(select->max_blocks) +
-                               " block scores needs a cluster plan and at most " +
-                               std::to_string(SelectKeyCapacity<64>()) + " blocks");
+                               " block scores needs a cluster plan, top-k > 0 and at most " +
+                               std::to_string(dims.head_dim == 128 ? SelectKeyCapacity<128>()
+                                                                   : SelectKeyCapacity<64>()) +
+                               " blocks");
     selected = select->selected;
   }
   if (selected != nullptr && (topk > kMaxSparseTopk || block_size <= 0))
