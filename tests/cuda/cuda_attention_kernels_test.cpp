@@ -3,7 +3,9 @@
 // on and off the split and tile boundaries, prefill chunks with cached context, partial last
 // pages, page sizes 16 and 128, decodes mixed with prefills, head_dim 64 and 128 with 4 and 16
 // q heads per KV group, the reference kernel's shapes, an explicit workspace against the pool,
-// and a decode step captured once in a CUDA graph and replayed at other context lengths.
+// a decode step captured once in a CUDA graph and replayed at other context lengths, and the
+// decode attention that selects its blocks from block scores against the top-k kernel followed
+// by the attention (bit for bit).
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
