@@ -30,11 +30,16 @@ __device__ __forceinline__ void ClusterWait() {
 #endif
 }
 
+// The mailbox's transaction barrier, in the 16 bytes before it.
+__device__ __forceinline__ uint32_t MailboxBarrier(const float* box) {
+  return SharedAddress(box) - 16;
+}
+
 // One thread per CTA, before ClusterArriveRelaxed: a barrier that every one of the CTA's
 // `threads` arrives on in MailboxWait.
 __device__ __forceinline__ void MailboxInit(float* box, uint32_t threads) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uint32_t bar = SharedAddress(box) - 16;
+  const uint32_t bar = MailboxBarrier(box);
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(threads) : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #endif
@@ -70,7 +75,7 @@ __device__ __forceinline__ void MailboxPush(float* box, float* at, float4 v, int
 // meanwhile). Each thread waits on the token of its own arrival.
 __device__ __forceinline__ void MailboxWait(float* box, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uint32_t bar = SharedAddress(box) - 16;
+  const uint32_t bar = MailboxBarrier(box);
   uint64_t token = 0;
   if (threadIdx.x == 0)
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;\n"
@@ -98,8 +103,7 @@ __device__ __forceinline__ void MailboxRetire(float* box) {
   __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (threadIdx.x == 0)
-    asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(SharedAddress(box) - 16)
-                 : "memory");
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(MailboxBarrier(box)) : "memory");
 #endif
 }
 #endif

@@ -101,8 +101,9 @@ __device__ void BlockTopK(const float* row, int n, int first_local, int topk, ui
     for (int j = 0; j < kBatch; ++j) {
       const int i = i0 + j * kThreads;
       if (i < n) {
-        keys[i] = AscKey(v[j]);
-        const uint64_t c = (uint64_t{AscKey(v[j])} << 32) | static_cast<uint32_t>(i);
+        const uint32_t key = AscKey(v[j]);
+        keys[i] = key;
+        const uint64_t c = (uint64_t{key} << 32) | static_cast<uint32_t>(i);
         mine = c < mine ? c : mine;
       }
     }

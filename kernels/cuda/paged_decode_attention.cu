@@ -56,6 +56,9 @@ constexpr int64_t SelectKeyCapacity() {
   return static_cast<int64_t>((SmemBytes<D>() - sizeof(SelectScratch) - 8) /
                               (sizeof(uint32_t) + sizeof(uint64_t)));
 }
+int64_t SelectKeyCapacity(int64_t head_dim) {
+  return head_dim == 128 ? SelectKeyCapacity<128>() : SelectKeyCapacity<64>();
+}
 
 struct Args {
   const bf16* q;
@@ -408,22 +411,24 @@ int SparseClusterSize(int64_t pairs) {
   return pairs * 16 <= SmCount() && Clusters16Fit() ? 16 : 0;
 }
 
+template <int D, bool kSelect>
+void LaunchClusters(const Args& a, dim3 grid, int cluster, cudaStream_t stream) {
+  PrepareClusterKernel<D, kSelect>(cluster);
+  LaunchClustersAfterPrior(DecodeKernel<D, true, kSelect>, grid, dim3(1, 1, cluster), kWarps * 32,
+                           ClusterSmemBytes<D>(), stream, a);
+}
+
 template <int D>
 void Launch(const Args& a, int64_t num_decodes, int cluster, cudaStream_t stream) {
   constexpr size_t smem = SmemBytes<D>();
   static_assert(smem >= MergeSmem<D>::kFloats * sizeof(float), "merge space");
   const dim3 grid(static_cast<unsigned>(num_decodes), static_cast<unsigned>(a.dims.num_kv_heads),
                   static_cast<unsigned>(a.splits));
-  if (cluster > 0 && a.scores != nullptr) {
-    PrepareClusterKernel<D, true>(cluster);
-    LaunchClustersAfterPrior(DecodeKernel<D, true, true>, grid, dim3(1, 1, cluster), kWarps * 32,
-                             ClusterSmemBytes<D>(), stream, a);
-    return;
-  }
   if (cluster > 0) {
-    PrepareClusterKernel<D>(cluster);
-    LaunchClustersAfterPrior(DecodeKernel<D, true>, grid, dim3(1, 1, cluster), kWarps * 32,
-                             ClusterSmemBytes<D>(), stream, a);
+    if (a.scores != nullptr)
+      LaunchClusters<D, true>(a, grid, cluster, stream);
+    else
+      LaunchClusters<D, false>(a, grid, cluster, stream);
     return;
   }
   AllowDynamicShared<DecodeKernel<D, false>>(smem);
@@ -457,7 +462,6 @@ DecodePlan PlanDecode(int64_t num_decodes, int64_t max_keys, const AttentionDims
   // Dense: one wave of two CTAs per SM (each holds 96 KiB of tiles) over the whole grid, in
   // whole pipeline rounds; more rows than that keep one split.
   const int64_t want = std::max<int64_t>(1, 2 * SmCount() / ctas);
-  constexpr int64_t kRound = kWarps * kBN;
   const int64_t rounds = std::max<int64_t>(1, (max_keys + kRound - 1) / kRound);
   const int64_t per = (rounds + std::min(want, rounds) - 1) / std::min(want, rounds);
   const int64_t chunk = per * kRound;
@@ -465,9 +469,7 @@ DecodePlan PlanDecode(int64_t num_decodes, int64_t max_keys, const AttentionDims
 }
 
 bool DecodeSelectsBlocks(const DecodePlan& plan, int64_t max_blocks, int64_t head_dim) {
-  // The D = 64 kernel's tiles hold the fewer keys.
-  return plan.cluster > 0 && max_blocks > 0 &&
-         max_blocks <= (head_dim == 128 ? SelectKeyCapacity<128>() : SelectKeyCapacity<64>());
+  return plan.cluster > 0 && max_blocks > 0 && max_blocks <= SelectKeyCapacity(head_dim);
 }
 
 size_t DecodeWorkspaceBytes(const DecodePlan& plan, int64_t num_decodes,
@@ -488,9 +490,7 @@ void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_page
       throw std::runtime_error("paged decode attention: selecting from " +
                                std::to_string(select->max_blocks) +
                                " block scores needs a cluster plan, top-k > 0 and at most " +
-                               std::to_string(dims.head_dim == 128 ? SelectKeyCapacity<128>()
-                                                                   : SelectKeyCapacity<64>()) +
-                               " blocks");
+                               std::to_string(SelectKeyCapacity(dims.head_dim)) + " blocks");
     selected = select->selected;
   }
   if (selected != nullptr && (topk > kMaxSparseTopk || block_size <= 0))
