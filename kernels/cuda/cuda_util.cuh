@@ -71,7 +71,9 @@ inline int SmCount() {
 // the next chained kernel launch: that one's launch and block scheduling overlap this kernel's
 // run. (A kernel's dependents launch only once all of its blocks have started, so they never
 // take the slots of blocks it has yet to run.) Kernels launched with <<<>>> are serialized as
-// usual, and ChainedKernelStart() is then only the wait.
+// usual, and ChainedKernelStart() is then only the wait. Since every chained kernel waits before
+// it lets its dependents launch, what was written before the previous kernel started is
+// complete when a chained kernel starts: it may read that before its own wait.
 #ifdef __CUDACC__
 __device__ __forceinline__ void ChainedKernelStart() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

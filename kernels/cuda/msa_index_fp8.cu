@@ -1,5 +1,7 @@
 // FP8 index-key quantization: one warp per key vector (dim <= 256: 8 values per lane), the
 // vector's max|k| by a warp max, then cvt.rn.satfinite.e4m3 of k / scale, as the CPU twin.
+// Chained launches: a decode step writes its keys between the projection and the index scan,
+// whose launch then overlaps this kernel (128K batch 1, the write alone: 1.9 -> 1.7 us).
 #include <cuda_fp8.h>
 
 #include "kernels/cuda/msa_index_fp8.cuh"
@@ -33,6 +35,7 @@ __device__ void QuantizeOne(const bf16* k, int64_t dim, uint8_t* out, float* sca
 
 __global__ void QuantizeKeysKernel(const bf16* keys, int64_t n, int64_t dim, uint8_t* codes,
                                    float* scales) {
+  ChainedKernelStart();
   const int64_t i = int64_t{blockIdx.x} * kWarps + (threadIdx.x >> 5);
   if (i >= n) return;
   QuantizeOne(keys + i * dim, dim, codes + i * dim, scales + i);
@@ -40,6 +43,7 @@ __global__ void QuantizeKeysKernel(const bf16* keys, int64_t n, int64_t dim, uin
 
 __global__ void QuantizeStepKernel(const bf16* pages, PagedLayout layout, int64_t dim,
                                    uint8_t* codes, float* scales) {
+  ChainedKernelStart();
   const int64_t r = int64_t{blockIdx.x} * kWarps + (threadIdx.x >> 5);
   if (r >= layout.rows) return;
   const int64_t s = layout.SeqOf(r);
@@ -49,6 +53,7 @@ __global__ void QuantizeStepKernel(const bf16* pages, PagedLayout layout, int64_
 
 __global__ void QuantizeRowsKernel(const bf16* keys, int64_t rows, int64_t dim,
                                    const int64_t* slots, uint8_t* codes, float* scales) {
+  ChainedKernelStart();
   const int64_t r = int64_t{blockIdx.x} * kWarps + (threadIdx.x >> 5);
   if (r >= rows) return;
   const int64_t slot = slots[r];
@@ -68,7 +73,8 @@ void QuantizeIndexKeysFp8(const bf16* keys, int64_t n, int64_t dim, uint8_t* cod
                           cudaStream_t stream) {
   CheckDim(dim);
   if (n <= 0) return;
-  QuantizeKeysKernel<<<Blocks(n, kWarps), kWarps * 32, 0, stream>>>(keys, n, dim, codes, scales);
+  LaunchAfterPrior(QuantizeKeysKernel, Blocks(n, kWarps), kWarps * 32, 0, stream, keys, n, dim,
+                   codes, scales);
   CheckLaunch("QuantizeIndexKeysFp8");
 }
 
@@ -76,8 +82,8 @@ void QuantizeStepIndexKeysFp8(const bf16* index_k_pages, const PagedLayout& layo
                               uint8_t* codes, float* scales, cudaStream_t stream) {
   CheckDim(dim);
   if (layout.rows <= 0) return;
-  QuantizeStepKernel<<<Blocks(layout.rows, kWarps), kWarps * 32, 0, stream>>>(index_k_pages, layout,
-                                                                              dim, codes, scales);
+  LaunchAfterPrior(QuantizeStepKernel, Blocks(layout.rows, kWarps), kWarps * 32, 0, stream,
+                   index_k_pages, layout, dim, codes, scales);
   CheckLaunch("QuantizeStepIndexKeysFp8");
 }
 
@@ -85,8 +91,8 @@ void QuantizeIndexKeyRowsFp8(const bf16* keys, int64_t rows, int64_t dim, const 
                              uint8_t* codes, float* scales, cudaStream_t stream) {
   CheckDim(dim);
   if (rows <= 0) return;
-  QuantizeRowsKernel<<<Blocks(rows, kWarps), kWarps * 32, 0, stream>>>(keys, rows, dim, slots,
-                                                                       codes, scales);
+  LaunchAfterPrior(QuantizeRowsKernel, Blocks(rows, kWarps), kWarps * 32, 0, stream, keys, rows,
+                   dim, slots, codes, scales);
   CheckLaunch("QuantizeIndexKeyRowsFp8");
 }
 

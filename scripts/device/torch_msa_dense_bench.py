@@ -54,11 +54,21 @@ def run(kind, ctx, batch, seed):
     return {"kind": kind, "ctx": ctx, "batch": batch, **out}
 
 
+def step_columns(s, r):
+    """Decode in a step's order: the step's key write, then MSA (the write's time included)."""
+    step16, step8 = r.get("step_msa_bf16_ms"), r.get("step_msa_fp8_ms")
+    if not step16 or not step8:
+        return ""
+    return (f" | {step16:9.4f} {s['sdpa_ms'] / step16:7.2f} | "
+            f"{step8:8.4f} {s['sdpa_ms'] / step8:7.2f}")
+
+
 def table(sdpa_rows, m3):
     by_key = {(r["kind"], r["ctx"], r["batch"]): r for r in m3["results"]}
     print("\nMSA (indexer + block-sparse attention) against dense attention, ms (median)")
     print(f"{'kind':8} {'ctx':>7} {'batch':>5} | {'SDPA':>8} {'ours dense':>10} | "
-          f"{'MSA bf16':>9} {'x SDPA':>7} {'goal':>6} | {'MSA fp8':>8} {'x SDPA':>7} {'goal':>6}")
+          f"{'MSA bf16':>9} {'x SDPA':>7} {'goal':>6} | {'MSA fp8':>8} {'x SDPA':>7} {'goal':>6} | "
+          f"{'step bf16':>9} {'x SDPA':>7} | {'step fp8':>8} {'x SDPA':>7}")
     for s in sdpa_rows:
         r = by_key.get((s["kind"], s["ctx"], s["batch"]))
         if r is None:
@@ -76,7 +86,7 @@ def table(sdpa_rows, m3):
         dense = f"{r['dense_ms']:10.3f}" if r["dense_reps"] else f"{'-':>10}"
         print(f"{s['kind']:8} {s['ctx']:7d} {s['batch']:5d} | {s['sdpa_ms']:8.3f} {dense} | "
               f"{msa16:9.3f} {s['sdpa_ms'] / msa16:7.2f} {goal16:6.2f} | "
-              f"{msa8:8.3f} {s['sdpa_ms'] / msa8:7.2f} {goal8:6.2f}")
+              f"{msa8:8.3f} {s['sdpa_ms'] / msa8:7.2f} {goal8:6.2f}" + step_columns(s, r))
 
 
 def main():

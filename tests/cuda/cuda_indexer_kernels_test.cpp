@@ -372,6 +372,88 @@ TEST_CASE("MSA indexer kernels: FP8 keys match the FP8 twin and the bf16 selecti
   }
 }
 
+// The block scores the fast path leaves in its workspace ([rows, heads, max_blocks]) against
+// exact ones from the keys the GPU scored (k: bf16 keys, or the FP8 codes dequantized): within
+// float accumulation of the key's |q| . |k|.
+void CheckScores(const Step& st, const Dev<uint16_t>& dq, const std::vector<float>& q,
+                 const kc::IndexKeys& keys, const std::vector<float>& k, const char* what) {
+  DevLayout dl(st);
+  const size_t ws_bytes = kc::IndexerWorkspaceBytes(dl.layout, kGpuParams);
+  Dev<uint8_t> ws(ws_bytes);
+  Dev<int32_t> sel(static_cast<size_t>(kHeads * st.rows * kTopK));
+  kc::PagedIndexerSelect(reinterpret_cast<const kc::bf16*>(dq.p), keys, dl.layout, kGpuParams,
+                         st.max_seq_len, ws.p, ws_bytes, sel.p, nullptr);
+  Ok(cudaDeviceSynchronize());
+  const std::vector<uint8_t> raw = ws.Get();
+  const int64_t max_blocks = (st.max_pages * st.page_size + kBlock - 1) / kBlock;
+  const float* gpu = reinterpret_cast<const float*>(raw.data());
+  int64_t checked = 0, bad = 0;
+  double worst = 0;
+  for (int64_t s = 0; s < st.seqs; ++s)
+    for (int64_t r = st.query_start[s]; r < st.query_start[s + 1]; ++r) {
+      const int64_t pos = st.context_lens[s] + (r - st.query_start[s]);
+      for (int64_t h = 0; h < kHeads; ++h)
+        for (int64_t b = 0; b <= pos / kBlock; ++b) {
+          double best = -1e300, mag = 0;
+          for (int64_t j = b * kBlock; j <= std::min(pos, (b + 1) * kBlock - 1); ++j) {
+            const int64_t slot =
+                int64_t{st.block_tables[s * st.max_pages + j / st.page_size]} * st.page_size +
+                j % st.page_size;
+            double dot = 0, abs_dot = 0;
+            for (int64_t c = 0; c < kDim; ++c) {
+              const double t = double{q[(r * kHeads + h) * kDim + c]} * k[slot * kDim + c];
+              dot += t;
+              abs_dot += std::abs(t);
+            }
+            best = std::max(best, dot);
+            mag = std::max(mag, abs_dot);
+          }
+          const double err = std::abs(gpu[(r * kHeads + h) * max_blocks + b] - best);
+          worst = std::max(worst, err / std::max(mag, 1e-30));
+          bad += err > 1e-5 * mag + 1e-30;
+          ++checked;
+        }
+    }
+  std::printf("  %s: %lld block scores, worst error %.3g of sum |q k|\n", what,
+              static_cast<long long>(checked), worst);
+  CHECK(checked > 0);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("MSA indexer kernels: block scores of bf16 and FP8 keys, subnormal codes included") {
+  // Every other key is one large value and small ones whose codes are e4m3 subnormals; the
+  // queries ignore the large dim, so those keys' scores are the subnormal codes' alone.
+  const Step st = MakeStep(kMixed, 16, 31);
+  Inputs in(st, 33);
+  for (int64_t i = 0; i < st.rows * kHeads; ++i) {
+    in.q.bits[i * kDim] = 0;
+    in.q.f[i * kDim] = 0.0f;
+  }
+  std::mt19937 rng(35);
+  std::uniform_real_distribution<float> u(-0.006f, 0.006f);
+  for (int64_t slot = 0; slot < st.slots; slot += 2)
+    for (int64_t c = 0; c < kDim; ++c) {
+      in.k.bits[slot * kDim + c] = F32ToBF16(c == 0 ? 200.0f : u(rng));
+      in.k.f[slot * kDim + c] = BF16ToF32(in.k.bits[slot * kDim + c]);
+    }
+  Dev<uint16_t> dq(in.q.bits), dk(in.k.bits);
+  CheckScores(st, dq, in.q.f, kc::IndexKeys{reinterpret_cast<const kc::bf16*>(dk.p)}, in.k.f,
+              "bf16 keys");
+  Dev<uint8_t> codes(st.slots * kDim);
+  Dev<float> scales(st.slots);
+  kc::QuantizeIndexKeysFp8(reinterpret_cast<const kc::bf16*>(dk.p), st.slots, kDim, codes.p,
+                           scales.p, nullptr);
+  Ok(cudaDeviceSynchronize());
+  const std::vector<uint8_t> hc = codes.Get();
+  const std::vector<float> hs = scales.Get();
+  int64_t subnormal = 0;
+  for (uint8_t c : hc) subnormal += (c & 0x78) == 0 && (c & 0x07) != 0;
+  CHECK(subnormal * 4 > st.slots * kDim);  // most codes of half the keys
+  std::vector<float> deq(st.slots * kDim);
+  kp::DequantizeIndexKeysFp8(hc.data(), hs.data(), st.slots, kDim, deq.data());
+  CheckScores(st, dq, in.q.f, kc::IndexKeys{nullptr, codes.p, scales.p}, deq, "FP8 keys");
+}
+
 TEST_CASE("MSA indexer kernels: other shapes take the generic kernel, bad calls are refused") {
   // The tiny models' shape (2 heads x 32, block 16, top-3, 2 local blocks).
   const Step st = MakeStep({{300, 1}, {40, 20}, {0, 5}}, 16, 13);
