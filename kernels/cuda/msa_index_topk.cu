@@ -21,7 +21,7 @@ constexpr int kThreads = 512;
 constexpr int64_t kMaxBlocks = 16384;
 
 __device__ __forceinline__ uint64_t SortKey(float v, uint32_t index) {
-  return (uint64_t{AscKey(v)} << 32) | index;
+  return Composite(AscKey(v), index);
 }
 
 __global__ void __launch_bounds__(kThreads)

@@ -18,6 +18,11 @@ __device__ __forceinline__ uint32_t AscKey(float v) {
   return ~((bits & 0x80000000u) ? ~bits : bits | 0x80000000u);
 }
 
+// A block's composite: its score's key above, its index below.
+__device__ __forceinline__ uint64_t Composite(uint32_t key, uint32_t index) {
+  return (uint64_t{key} << 32) | index;
+}
+
 // Output slot i of a selection from its ascending composite: -1 past k and for -inf scores.
 __device__ __forceinline__ int32_t Emitted(int i, int k, uint64_t x) {
   return i < k && static_cast<uint32_t>(x >> 32) != AscKey(-INFINITY)
@@ -103,7 +108,7 @@ __device__ void BlockTopK(const float* row, int n, int first_local, int topk, ui
       if (i < n) {
         const uint32_t key = AscKey(v[j]);
         keys[i] = key;
-        const uint64_t c = (uint64_t{key} << 32) | static_cast<uint32_t>(i);
+        const uint64_t c = Composite(key, static_cast<uint32_t>(i));
         mine = c < mine ? c : mine;
       }
     }
@@ -149,10 +154,10 @@ __device__ void BlockTopK(const float* row, int n, int first_local, int topk, ui
   if (mine <= bound) {
     int own = 0;
     for (int i = tid; i < n; i += kThreads)
-      own += ((uint64_t{keys[i]} << 32) | static_cast<uint32_t>(i)) <= bound ? 1 : 0;
+      own += Composite(keys[i], static_cast<uint32_t>(i)) <= bound ? 1 : 0;
     int at = atomicAdd(&sc.count, own);
     for (int i = tid; i < n; i += kThreads) {
-      const uint64_t c = (uint64_t{keys[i]} << 32) | static_cast<uint32_t>(i);
+      const uint64_t c = Composite(keys[i], static_cast<uint32_t>(i));
       if (c <= bound) survivors[at++] = c;
     }
   }

@@ -19,9 +19,12 @@ void PagedMsaAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages, 
     throw std::runtime_error("MSA attention: " + std::to_string(ip.num_heads) +
                              " index heads for " + std::to_string(dims.num_kv_heads) +
                              " KV groups (one index head per group)");
-  // M3_MSA_DECODE_SELECT=0: never the selecting attention (the benchmarks' unfused baseline).
-  const char* env = std::getenv("M3_MSA_DECODE_SELECT");
-  const bool may_select = env == nullptr || std::strcmp(env, "0") != 0;
+  // M3_MSA_DECODE_SELECT=0: never the selecting attention (the benchmarks' unfused baseline);
+  // read once, as this runs for every MSA layer of every step.
+  static const bool may_select = [] {
+    const char* env = std::getenv("M3_MSA_DECODE_SELECT");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
   int64_t max_blocks = 0;
   const float* scores = may_select
                             ? PagedIndexerDecodeScores(index_q, keys, layout, ip, index_workspace,

@@ -124,11 +124,12 @@ Bf16Data Random(int64_t n, uint32_t seed, float scale = 1.0f) {
   return d;
 }
 
-// Exact block score (double) of block b for (row r, head h), and the largest deviation of any
-// of its keys' dot products when the keys are replaced by `other` (the rounding bound of a
-// comparison between two key representations; 0 when other is null).
+// Exact block score (double) of block b for (row r, head h), the largest sum |q k| of its keys
+// (the scale of a float accumulation's error), and the largest deviation of any of its keys' dot
+// products when the keys are replaced by `other` (the rounding bound of a comparison between two
+// key representations; 0 when other is null).
 struct BlockScore {
-  double score = -1e300, bound = 0.0;
+  double score = -1e300, magnitude = 0.0, bound = 0.0;
 };
 BlockScore Score(const Step& st, const std::vector<float>& q, const std::vector<float>& k,
                  const std::vector<float>* other, int64_t r, int64_t h, int32_t b) {
@@ -140,13 +141,15 @@ BlockScore Score(const Step& st, const std::vector<float>& q, const std::vector<
     const int64_t slot =
         int64_t{st.block_tables[s * st.max_pages + j / st.page_size]} * st.page_size +
         j % st.page_size;
-    double dot = 0, dev = 0;
+    double dot = 0, abs_dot = 0, dev = 0;
     for (int64_t c = 0; c < kDim; ++c) {
       const double qc = q[(r * kHeads + h) * kDim + c];
       dot += qc * k[slot * kDim + c];
+      abs_dot += std::abs(qc * k[slot * kDim + c]);
       if (other) dev += qc * ((*other)[slot * kDim + c] - k[slot * kDim + c]);
     }
     out.score = std::max(out.score, dot);
+    out.magnitude = std::max(out.magnitude, abs_dot);
     out.bound = std::max(out.bound, std::abs(dev));
   }
   return out;
@@ -394,23 +397,10 @@ void CheckScores(const Step& st, const Dev<uint16_t>& dq, const std::vector<floa
       const int64_t pos = st.context_lens[s] + (r - st.query_start[s]);
       for (int64_t h = 0; h < kHeads; ++h)
         for (int64_t b = 0; b <= pos / kBlock; ++b) {
-          double best = -1e300, mag = 0;
-          for (int64_t j = b * kBlock; j <= std::min(pos, (b + 1) * kBlock - 1); ++j) {
-            const int64_t slot =
-                int64_t{st.block_tables[s * st.max_pages + j / st.page_size]} * st.page_size +
-                j % st.page_size;
-            double dot = 0, abs_dot = 0;
-            for (int64_t c = 0; c < kDim; ++c) {
-              const double t = double{q[(r * kHeads + h) * kDim + c]} * k[slot * kDim + c];
-              dot += t;
-              abs_dot += std::abs(t);
-            }
-            best = std::max(best, dot);
-            mag = std::max(mag, abs_dot);
-          }
-          const double err = std::abs(gpu[(r * kHeads + h) * max_blocks + b] - best);
-          worst = std::max(worst, err / std::max(mag, 1e-30));
-          bad += err > 1e-5 * mag + 1e-30;
+          const BlockScore want = Score(st, q, k, nullptr, r, h, static_cast<int32_t>(b));
+          const double err = std::abs(gpu[(r * kHeads + h) * max_blocks + b] - want.score);
+          worst = std::max(worst, err / std::max(want.magnitude, 1e-30));
+          bad += err > 1e-5 * want.magnitude + 1e-30;
           ++checked;
         }
     }
