@@ -55,6 +55,8 @@ void PagedBlockSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v
 // make to `selected` [kv_heads, rows, topk]: no top-k kernel and one launch dependency less. It
 // applies where the decode plan runs clusters (few rows) and the tensor-core paths take the
 // shapes; false, with nothing launched, elsewhere (then IndexTopK and PagedBlockSparseAttention).
+// Launched right after the kernel that writes the scores (a chained launch): q and the layout's
+// arrays are read before it waits on that kernel, so they must be written before it starts.
 bool PagedMsaDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                              const PagedLayout& layout, const AttentionDims& dims,
                              const float* scores, int64_t max_blocks, int64_t local_blocks,
