@@ -155,26 +155,30 @@ __device__ void BlockTopK(const float* row, int n, int first_local, int topk, ui
   if (owner && rank == k - 1) sc.threshold = least;
   __syncthreads();
   const uint64_t bound = sc.threshold;
-  // f(composite) for each of this thread's blocks.
-  auto for_own = [&](auto&& f) {
-    if (n <= kBatch * kThreads) {
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int i = tid + j * kThreads;
-        if (i < n) f(Composite(held[j], static_cast<uint32_t>(i)));
-      }
-    } else {
-      for (int i = tid; i < n; i += kThreads) f(Composite(keys[i], static_cast<uint32_t>(i)));
-    }
-  };
   // Survivors only among threads whose minimum is at or below the bound; one atomic each.
-  if (mine <= bound) {
+  if (mine <= bound && n <= kBatch * kThreads) {
     int own = 0;
-    for_own([&](uint64_t c) { own += c <= bound ? 1 : 0; });
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = tid + j * kThreads;
+      own += i < n && Composite(held[j], static_cast<uint32_t>(i)) <= bound ? 1 : 0;
+    }
     int at = atomicAdd(&sc.count, own);
-    for_own([&](uint64_t c) {
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = tid + j * kThreads;
+      const uint64_t c = Composite(held[j], static_cast<uint32_t>(i));
+      if (i < n && c <= bound) survivors[at++] = c;
+    }
+  } else if (mine <= bound) {
+    int own = 0;
+    for (int i = tid; i < n; i += kThreads)
+      own += Composite(keys[i], static_cast<uint32_t>(i)) <= bound ? 1 : 0;
+    int at = atomicAdd(&sc.count, own);
+    for (int i = tid; i < n; i += kThreads) {
+      const uint64_t c = Composite(keys[i], static_cast<uint32_t>(i));
       if (c <= bound) survivors[at++] = c;
-    });
+    }
   }
   __syncthreads();
   const int m = sc.count;
