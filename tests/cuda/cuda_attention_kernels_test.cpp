@@ -359,6 +359,10 @@ TEST_CASE("decode attention selecting from block scores equals the top-k kernel,
                      40, 32, 1, 420);
     RunSelectingCase("decode x2 at 128K in a 256K-wide table" + c,
                      MakeStep({{131071, 1}, {100000, 1}}, 128, 2048, 43), kReal, 16, 128, 1, 430);
+    // Rows past 1024 blocks: BlockTopK's threads hold more keys than they keep in registers.
+    RunSelectingCase("decode x4 of 32 to 1876 32-key blocks" + c,
+                     MakeStep({{60000, 1}, {40000, 1}, {32768, 1}, {1000, 1}}, 16, 0, 46), kReal,
+                     16, 32, 1, 460);
     RunSelectingCase("decode x8, head_dim 64, 8 q heads per group" + c,
                      MakeStep(decodes, 16, 0, 44), Shape{16, 2, 64}, 16, 128, 1, 440);
   }
