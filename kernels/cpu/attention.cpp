@@ -2,44 +2,29 @@
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "kernels/cpu/parallel_for.h"
 
 namespace m3::kernels::cpu {
 
+namespace {
+
+// Key j's rows at j * stride.
+struct ContiguousRows {
+  const float* k;
+  const float* v;
+  int64_t stride;
+  const float* Key(int64_t j) const { return k + j * stride; }
+  const float* Value(int64_t j) const { return v + j * stride; }
+};
+
+}  // namespace
+
 void AttendRanges(const float* q, const float* k, const float* v, int64_t kv_stride,
                   int64_t head_dim, float scale,
                   const std::vector<std::pair<int64_t, int64_t>>& ranges, float* out) {
   std::vector<float> scores;
-  float max_score = -std::numeric_limits<float>::infinity();
-  for (auto [b, e] : ranges) {
-    for (int64_t j = b; j < e; ++j) {
-      const float* kj = k + j * kv_stride;
-      float s = 0.0f;
-      for (int64_t d = 0; d < head_dim; ++d) s += q[d] * kj[d];
-      s *= scale;
-      scores.push_back(s);
-      max_score = std::max(max_score, s);
-    }
-  }
-  std::fill(out, out + head_dim, 0.0f);
-  if (scores.empty()) return;
-  double sum = 0.0;
-  for (float& s : scores) {
-    s = std::exp(s - max_score);
-    sum += s;
-  }
-  float inv = static_cast<float>(1.0 / sum);
-  size_t idx = 0;
-  for (auto [b, e] : ranges) {
-    for (int64_t j = b; j < e; ++j) {
-      float p = scores[idx++] * inv;
-      const float* vj = v + j * kv_stride;
-      for (int64_t d = 0; d < head_dim; ++d) out[d] += p * vj[d];
-    }
-  }
+  AttendRangesOf(q, ContiguousRows{k, v, kv_stride}, head_dim, scale, ranges, scores, out);
 }
 
 void Attention(const float* q, int64_t tq, const float* k, const float* v, int64_t tk,

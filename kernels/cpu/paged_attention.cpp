@@ -1,10 +1,8 @@
-// Paged attention: one (row, head) at a time over key ranges split at page boundaries, with the
-// scores, softmax and accumulation in the order AttendRanges uses.
+// Paged attention: one (row, head) at a time over key ranges split at page boundaries, through
+// AttendRanges' arithmetic (AttendRangesOf with keys looked up by page).
 #include "kernels/cpu/paged_attention.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "kernels/cpu/parallel_for.h"
 
@@ -26,38 +24,6 @@ struct PagedHead {
     return (int64_t{pages[j / page_size]} * page_size + j % page_size) * token_stride;
   }
 };
-
-void AttendPaged(const float* q, const PagedHead& kv, int64_t head_dim, float scale,
-                 const Ranges& ranges, std::vector<float>& scores, float* out) {
-  scores.clear();
-  float max_score = -std::numeric_limits<float>::infinity();
-  for (auto [b, e] : ranges) {
-    for (int64_t j = b; j < e; ++j) {
-      const float* kj = kv.Key(j);
-      float s = 0.0f;
-      for (int64_t d = 0; d < head_dim; ++d) s += q[d] * kj[d];
-      s *= scale;
-      scores.push_back(s);
-      max_score = std::max(max_score, s);
-    }
-  }
-  std::fill(out, out + head_dim, 0.0f);
-  if (scores.empty()) return;
-  double sum = 0.0;
-  for (float& s : scores) {
-    s = std::exp(s - max_score);
-    sum += s;
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  size_t idx = 0;
-  for (auto [b, e] : ranges) {
-    for (int64_t j = b; j < e; ++j) {
-      const float p = scores[idx++] * inv;
-      const float* vj = kv.Value(j);
-      for (int64_t d = 0; d < head_dim; ++d) out[d] += p * vj[d];
-    }
-  }
-}
 
 // Runs fn(row, head, seq, position, PagedHead) for every (row, q head), in parallel.
 template <typename Fn>
@@ -86,8 +52,8 @@ void PagedAttention(const float* q, const float* k_pages, const float* v_pages,
                  [&](int64_t r, int64_t h, int64_t, int64_t pos, const PagedHead& kv,
                      Ranges& ranges, std::vector<float>& scores) {
                    ranges.assign(1, {0, pos + 1});
-                   AttendPaged(q + (r * hq + h) * d, kv, d, dims.scale, ranges, scores,
-                               out + (r * hq + h) * d);
+                   AttendRangesOf(q + (r * hq + h) * d, kv, d, dims.scale, ranges, scores,
+                                  out + (r * hq + h) * d);
                  });
 }
 
@@ -111,8 +77,8 @@ void PagedBlockSparseAttention(const float* q, const float* k_pages, const float
                      const int64_t kb = b * block_size, ke = std::min(pos + 1, kb + block_size);
                      if (kb < ke) ranges.emplace_back(kb, ke);
                    }
-                   AttendPaged(q + (r * hq + h) * d, kv, d, dims.scale, ranges, scores,
-                               out + (r * hq + h) * d);
+                   AttendRangesOf(q + (r * hq + h) * d, kv, d, dims.scale, ranges, scores,
+                                  out + (r * hq + h) * d);
                  });
 }
 
