@@ -128,13 +128,16 @@ void SafetensorsFile::ParseHeader() {
             what + ": unsupported dtype " + e["dtype"].dump());
     TensorView v;
     v.dtype = *dtype;
+    // The byte count, not only the element count, stays below 2^62: a shape whose bytes wrap
+    // around 2^64 would otherwise match empty data_offsets.
+    const uint64_t elem_bytes = DTypeSize(v.dtype);
     uint64_t numel = 1;
     for (const auto& d : e["shape"]) {
       Require(d.is_number_integer() && d.get<int64_t>() >= 0, ErrorCode::kDataLoss,
               what + ": bad shape " + e["shape"].dump());
       v.shape.push_back(d.get<int64_t>());
       uint64_t dim = static_cast<uint64_t>(v.shape.back());
-      Require(dim == 0 || numel <= (uint64_t{1} << 62) / dim, ErrorCode::kDataLoss,
+      Require(dim == 0 || numel <= (uint64_t{1} << 62) / elem_bytes / dim, ErrorCode::kDataLoss,
               what + ": shape " + e["shape"].dump() + " overflows");
       numel *= dim;
     }
@@ -145,10 +148,10 @@ void SafetensorsFile::ParseHeader() {
     Require(begin <= end && end <= data_size, ErrorCode::kDataLoss,
             what + ": data_offsets " + off.dump() + " run past the end of the data (" +
                 std::to_string(data_size) + " bytes; truncated file?)");
-    Require(end - begin == numel * DTypeSize(v.dtype), ErrorCode::kDataLoss,
+    Require(end - begin == numel * elem_bytes, ErrorCode::kDataLoss,
             what + ": " + std::to_string(end - begin) + " bytes of data for shape " +
                 ShapeString(v.shape) + " of " + std::string(DTypeName(v.dtype)) + " (expected " +
-                std::to_string(numel * DTypeSize(v.dtype)) + ")");
+                std::to_string(numel * elem_bytes) + ")");
     v.data = data + begin;
     v.nbytes = end - begin;
     if (end > begin) ranges.emplace_back(begin, end);

@@ -84,6 +84,15 @@ TEST_CASE("corrupt files are rejected with a message naming the problem") {
               ErrorCode::kUnsupported, "dtype");
   ExpectError(WithHeader(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""),
               ErrorCode::kDataLoss, "shape");
+  // Shapes whose byte counts wrap around 2^64 to the empty data they claim.
+  ExpectError(WithHeader(R"({"t":{"dtype":"F32","shape":[4611686018427387904],)"
+                         R"("data_offsets":[0,0]}})",
+                         ""),
+              ErrorCode::kDataLoss, "overflows");
+  ExpectError(WithHeader(R"({"t":{"dtype":"F64","shape":[2147483648,1073741824],)"
+                         R"("data_offsets":[0,0]}})",
+                         ""),
+              ErrorCode::kDataLoss, "overflows");
 }
 
 TEST_CASE("a truncated file on disk fails at open") {
