@@ -15,6 +15,10 @@
 
 namespace m3::engine {
 
+// The largest grid_thw value a request may carry (ValidateRequest): products of three stay
+// below 2^60.
+inline constexpr int64_t kMaxGridValue = int64_t{1} << 20;
+
 // One image or video, preprocessed: flat patches [rows, patch_dim] in the gateway's order.
 struct MediaItem {
   bool video = false;

@@ -26,15 +26,17 @@ void ValidateRequest(const EngineRequest& r, const RunnerInfo& info, int64_t max
     const std::string what =
         std::string(m.video ? "video " : "image ") + std::to_string(counts[m.video]++);
     for (int k = 0; k < 3; ++k)
-      Require(m.grid_thw[k] > 0 && m.grid_thw[k] <= (int64_t{1} << 20), ErrorCode::kInvalidArgument,
-              what + ": grid_thw values must be positive, got (" + std::to_string(m.grid_thw[0]) +
-                  ", " + std::to_string(m.grid_thw[1]) + ", " + std::to_string(m.grid_thw[2]) +
-                  ")");
+      Require(m.grid_thw[k] > 0 && m.grid_thw[k] <= kMaxGridValue, ErrorCode::kInvalidArgument,
+              what + ": grid_thw values must be in [1, " + std::to_string(kMaxGridValue) +
+                  "], got (" + std::to_string(m.grid_thw[0]) + ", " +
+                  std::to_string(m.grid_thw[1]) + ", " + std::to_string(m.grid_thw[2]) + ")");
     Require(m.patch_dim == info.patch_dim, ErrorCode::kInvalidArgument,
             what + ": patches have " + std::to_string(m.patch_dim) + " values per row; the model " +
                 "takes " + std::to_string(info.patch_dim));
+    // Rows (up to 2^60) against the rows sent: rows x patch_dim could wrap around to the sent
+    // size.
     const int64_t rows = m.grid_thw[0] * m.grid_thw[1] * m.grid_thw[2];
-    Require(static_cast<int64_t>(m.patches.size()) == rows * m.patch_dim,
+    Require(rows == static_cast<int64_t>(m.patches.size()) / m.patch_dim,
             ErrorCode::kInvalidArgument,
             what + ": grid (" + std::to_string(m.grid_thw[0]) + ", " +
                 std::to_string(m.grid_thw[1]) + ", " + std::to_string(m.grid_thw[2]) + ") needs " +

@@ -1,6 +1,7 @@
 // FromProto / AppendOutput: field-by-field checks and the BF16 -> F32 pixel widening.
 #include "engine/server/proto_convert.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -76,10 +77,15 @@ EngineRequest FromProto(const v1::GenerateRequest& in, EngineCore& core) {
         what + ": grid_thw must have 3 values (t, h, w), got " + std::to_string(m.grid_thw_size()));
     for (int k = 0; k < 3; ++k) item.grid_thw[static_cast<size_t>(k)] = m.grid_thw(k);
     DecodePixels(m.pixel_values(), what, info.patch_dim, item);
+    // Unset: the count the grid makes. Grids are bounded by ValidateRequest, which refuses
+    // what is left at 0 here; their product is not formed before (it could overflow).
     const int64_t merge = std::max<int64_t>(info.spatial_merge_size, 1);
-    item.placeholder_tokens = m.placeholder_tokens() != 0 ? m.placeholder_tokens()
-                                                          : item.grid_thw[0] * item.grid_thw[1] *
-                                                                item.grid_thw[2] / (merge * merge);
+    const bool bounded = std::all_of(item.grid_thw.begin(), item.grid_thw.end(),
+                                     [](int64_t g) { return g > 0 && g <= kMaxGridValue; });
+    item.placeholder_tokens =
+        m.placeholder_tokens() != 0 ? m.placeholder_tokens()
+        : bounded ? item.grid_thw[0] * item.grid_thw[1] * item.grid_thw[2] / (merge * merge)
+                  : 0;
     r.media.push_back(std::move(item));
   }
   const v1::SamplingParams& s = in.sampling();

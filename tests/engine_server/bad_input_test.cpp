@@ -45,6 +45,18 @@ TEST_CASE("bad requests get INVALID_ARGUMENT naming the problem; the server keep
       {"declared placeholder tokens wrong",
        [](auto& r) { r.mutable_media(0)->set_placeholder_tokens(3); }, "placeholder"},
       {"placeholders without media", [](auto& r) { r.clear_media(); }, "placeholder"},
+      {"grid values past 2^62 (their product overflows)",
+       [](auto& r) {
+         auto* m = r.mutable_media(0);
+         for (int k = 0; k < 3; ++k) m->set_grid_thw(k, int64_t{1} << 62);
+       },
+       "grid_thw values"},
+      {"grid at the bound, rows x patch size past 2^64",
+       [](auto& r) {
+         auto* m = r.mutable_media(0);
+         for (int k = 0; k < 3; ++k) m->set_grid_thw(k, int64_t{1} << 20);
+       },
+       "patch rows"},
       {"grid with two values",
        [](auto& r) { r.mutable_media(0)->mutable_grid_thw()->RemoveLast(); }, "grid_thw"},
       {"token id out of range", [](auto& r) { r.set_token_ids(3, 512); }, "vocabulary"},
