@@ -46,8 +46,7 @@ AnimatedWebpDecoder::AnimatedWebpDecoder(std::string_view bytes, const MediaLimi
   Require(pixels <= limits.max_video_pixels_per_frame, ErrorCode::kTooLarge,
           "WebP animation canvas of " + std::to_string(anim.canvas_width) + "x" +
               std::to_string(anim.canvas_height) + " is over the per-frame pixel limit");
-  Require(anim.frame_count <= static_cast<uint32_t>(limits.max_video_frames_decoded),
-          ErrorCode::kTooLarge,
+  Require(int64_t{anim.frame_count} <= limits.max_video_frames_decoded, ErrorCode::kTooLarge,
           "WebP animation has " + std::to_string(anim.frame_count) + " frames, over the limit of " +
               std::to_string(limits.max_video_frames_decoded));
   // Every frame is composited on the whole canvas (libwebp copies the canvas for each frame

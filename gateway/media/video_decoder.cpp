@@ -131,11 +131,14 @@ void Rotate(const ImageBuffer& in, int degrees, ImageBuffer& out) {
 // Packets (of every stream) one pass over a file may read: 16 per decodable frame, or 1000 a
 // second of the longest video allowed (audio and subtitle tracks add packets to every frame),
 // whichever is more. Demuxing from memory costs about a microsecond a packet; the cap only
-// stops inputs whose index makes the demuxer hand out packets without end.
+// stops inputs whose index makes the demuxer hand out packets without end. The frames counted
+// are at most 2^26 (a billion packets): an image's first-frame decode lifts the frame limit to
+// INT64_MAX, and 16 times that overflowed.
 int64_t MaxPackets(const MediaLimits& limits) {
   const double by_time = 1000.0 * std::clamp(limits.max_video_seconds, 1.0, 1e6);
-  return std::max<int64_t>(16 * std::max<int64_t>(limits.max_video_frames_decoded, 1000),
-                           static_cast<int64_t>(by_time));
+  const int64_t frames =
+      std::clamp<int64_t>(limits.max_video_frames_decoded, 1000, int64_t{1} << 26);
+  return std::max<int64_t>(16 * frames, static_cast<int64_t>(by_time));
 }
 
 std::string TooManyPackets(const MediaLimits& limits) {
