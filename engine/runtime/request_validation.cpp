@@ -36,8 +36,8 @@ void ValidateRequest(const EngineRequest& r, const RunnerInfo& info, int64_t max
     // Rows (up to 2^60) against the rows sent: rows x patch_dim could wrap around to the sent
     // size.
     const int64_t rows = m.grid_thw[0] * m.grid_thw[1] * m.grid_thw[2];
-    Require(rows == static_cast<int64_t>(m.patches.size()) / m.patch_dim,
-            ErrorCode::kInvalidArgument,
+    const auto sent = static_cast<int64_t>(m.patches.size());
+    Require(sent % m.patch_dim == 0 && rows == sent / m.patch_dim, ErrorCode::kInvalidArgument,
             what + ": grid (" + std::to_string(m.grid_thw[0]) + ", " +
                 std::to_string(m.grid_thw[1]) + ", " + std::to_string(m.grid_thw[2]) + ") needs " +
                 std::to_string(rows) + " patch rows but " +
