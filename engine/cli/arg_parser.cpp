@@ -1,6 +1,8 @@
 // ArgParser: --name value and --name=value forms; numbers parsed strictly.
 #include "engine/cli/arg_parser.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <initializer_list>
 #include <string_view>
@@ -71,8 +73,8 @@ double ArgParser::Double(const std::string& name, double fallback) const {
   if (!v) return fallback;
   char* end = nullptr;
   double d = std::strtod(v->c_str(), &end);
-  Require(!v->empty() && end && *end == '\0', ErrorCode::kInvalidArgument,
-          Cat({"--", name, " expects a number, got '", *v, "'"}));
+  Require(!v->empty() && end && *end == '\0' && std::isfinite(d), ErrorCode::kInvalidArgument,
+          Cat({"--", name, " expects a finite number, got '", *v, "'"}));
   return d;
 }
 
@@ -80,9 +82,21 @@ int64_t ArgParser::Int(const std::string& name, int64_t fallback) const {
   auto v = Get(name);
   if (!v) return fallback;
   char* end = nullptr;
+  errno = 0;
   long long n = std::strtoll(v->c_str(), &end, 10);
   Require(!v->empty() && end && *end == '\0', ErrorCode::kInvalidArgument,
           Cat({"--", name, " expects an integer, got '", *v, "'"}));
+  // strtoll saturates what does not fit: refused rather than read as the largest value.
+  Require(errno != ERANGE, ErrorCode::kInvalidArgument,
+          Cat({"--", name, " ", *v, " is out of the 64-bit range"}));
+  return n;
+}
+
+int64_t ArgParser::IntIn(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const {
+  const int64_t n = Int(name, fallback);
+  Require(n >= lo && n <= hi, ErrorCode::kInvalidArgument,
+          Cat({"--", name, " must be in [", std::to_string(lo), ", ", std::to_string(hi), "], got ",
+               std::to_string(n)}));
   return n;
 }
 

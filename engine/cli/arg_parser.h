@@ -23,6 +23,9 @@ class ArgParser {
   std::optional<std::string> Get(const std::string& name) const;
   double Double(const std::string& name, double fallback) const;
   int64_t Int(const std::string& name, int64_t fallback) const;
+  // Int, refused (naming the range) outside [lo, hi]: sizes that later multiply stay far from
+  // overflow.
+  int64_t IntIn(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
   // The value of `name`, one of `allowed` (fallback when absent); throws kInvalidArgument
   // naming the choices otherwise.
   std::string Choice(const std::string& name, const std::vector<std::string>& allowed,

@@ -24,32 +24,24 @@ int RunServe(const std::vector<std::string>& args) {
   p.AddFlag("no-prefix-caching");
   p.Parse(args);
   const std::string model_dir = p.Required("model");
-  const int64_t port = p.Int("port", -1);
-  Require(port >= 0 && port <= 65535, ErrorCode::kInvalidArgument,
-          "--port must be in [0, 65535] (0: any free port)");
+  Require(p.Has("port"), ErrorCode::kInvalidArgument, "--port is required (0: any free port)");
+  const int64_t port = p.IntIn("port", 0, 0, 65535);
   Require(!(p.Has("kv-pages") && p.Has("kv-memory")), ErrorCode::kInvalidArgument,
           "give --kv-pages or --kv-memory, not both");
   EngineConfig cfg;
-  cfg.scheduler.max_num_seqs = p.Int("max-num-seqs", 64);
-  cfg.scheduler.max_batched_tokens = p.Int("max-batched-tokens", 2048);
-  cfg.scheduler.max_prefill_chunk = p.Int("max-prefill-chunk", 0);
-  cfg.scheduler.max_waiting = p.Int("max-waiting", 1024);
-  Require(cfg.scheduler.max_num_seqs > 0, ErrorCode::kInvalidArgument,
-          "--max-num-seqs must be > 0");
-  Require(cfg.scheduler.max_batched_tokens > 0, ErrorCode::kInvalidArgument,
-          "--max-batched-tokens must be > 0");
-  Require(cfg.scheduler.max_prefill_chunk >= 0, ErrorCode::kInvalidArgument,
-          "--max-prefill-chunk must be >= 0");
-  Require(cfg.scheduler.max_waiting > 0, ErrorCode::kInvalidArgument, "--max-waiting must be > 0");
-  cfg.kv_pages = p.Int("kv-pages", 0);
-  Require(cfg.kv_pages >= 0, ErrorCode::kInvalidArgument, "--kv-pages must be > 0");
+  // Bounds far above any real deployment, so that the sizes they multiply into stay exact.
+  constexpr int64_t kMaxTokens = int64_t{1} << 24;
+  cfg.scheduler.max_num_seqs = p.IntIn("max-num-seqs", 64, 1, int64_t{1} << 16);
+  cfg.scheduler.max_batched_tokens = p.IntIn("max-batched-tokens", 2048, 1, kMaxTokens);
+  cfg.scheduler.max_prefill_chunk = p.IntIn("max-prefill-chunk", 0, 0, kMaxTokens);
+  cfg.scheduler.max_waiting = p.IntIn("max-waiting", 1024, 1, kMaxTokens);
+  cfg.kv_pages = p.IntIn("kv-pages", 0, 0, int64_t{1} << 31);  // 0: sized from memory
   const double gib = p.Double("kv-memory", 0);
   Require(gib >= 0 && gib < 1e5, ErrorCode::kInvalidArgument, "--kv-memory must be in GiB, > 0");
   cfg.kv_memory_bytes = static_cast<int64_t>(gib * (1 << 30));
-  cfg.page_size = p.Int("page-size", 0);
-  Require(cfg.page_size >= 0, ErrorCode::kInvalidArgument, "--page-size must be > 0");
+  cfg.page_size = p.IntIn("page-size", 0, 0, int64_t{1} << 16);  // 0: the MSA block size
   cfg.prefix_caching = !p.Has("no-prefix-caching");
-  cfg.encoder_cache_bytes = p.Int("encoder-cache-mb", 512) << 20;
+  cfg.encoder_cache_bytes = p.IntIn("encoder-cache-mb", 512, 0, int64_t{1} << 30) << 20;
   cfg.generation = LoadGenerationConfig(model_dir);
 
   server::ServerOptions so;
@@ -58,10 +50,7 @@ int RunServe(const std::vector<std::string>& args) {
                       .value_or(std::filesystem::path(model_dir).lexically_normal().filename());
   if (so.model_name.empty())
     so.model_name = std::filesystem::path(model_dir).lexically_normal().parent_path().filename();
-  const int64_t mb = p.Int("max-message-mb", 1024);
-  Require(mb > 0 && mb <= 2047, ErrorCode::kInvalidArgument,
-          "--max-message-mb must be in [1, 2047]");
-  so.max_message_bytes = mb << 20;
+  so.max_message_bytes = p.IntIn("max-message-mb", 1024, 1, 2047) << 20;
 
   RunnerOptions ro;
   ro.device = p.Get("device").value_or("cpu");
@@ -86,9 +75,8 @@ int RunServe(const std::vector<std::string>& args) {
   if (gpu && !p.Has("kv-pages") && !p.Has("kv-memory")) cfg.gpu_memory_fraction = fraction;
   // Divisibility by the model's heads / experts and the devices are checked at load, naming
   // what conflicts.
-  const int64_t tp = p.Int("tensor-parallel", 1), ep = p.Int("expert-parallel", 1);
-  Require(tp >= 1 && tp <= 64, ErrorCode::kInvalidArgument, "--tensor-parallel must be in [1, 64]");
-  Require(ep >= 1 && ep <= 64, ErrorCode::kInvalidArgument, "--expert-parallel must be in [1, 64]");
+  const int64_t tp = p.IntIn("tensor-parallel", 1, 1, 64);
+  const int64_t ep = p.IntIn("expert-parallel", 1, 1, 64);
   Require(tp == 1 || ep == 1 || tp == ep, ErrorCode::kInvalidArgument,
           "--tensor-parallel " + std::to_string(tp) + " and --expert-parallel " +
               std::to_string(ep) +

@@ -320,6 +320,10 @@ TEST_CASE("m3-engine serve: bad flags end with a message and a non-zero exit") {
       {"serve", "--model", model, "--port", "0", "--kv-pages", "4", "--kv-memory", "1"},
       {"serve", "--model", model, "--port", "0", "--page-size", "3"},
       {"serve", "--model", model, "--port", "0", "--max-num-seqs", "0"},
+      {"serve", "--model", model, "--port", "0", "--kv-pages", "99999999999999999999"},
+      {"serve", "--model", model, "--port", "0", "--kv-pages", "900000000000000000"},
+      {"serve", "--model", model, "--port", "0", "--encoder-cache-mb", "-1"},
+      {"serve", "--model", model, "--port", "0", "--kv-memory", "nan"},
       {"serve", "--model", model, "--port", "0", "--bogus", "1"},
       {"serve", "--model", "/nonexistent", "--port", "0"},
   };
