@@ -198,7 +198,8 @@ int RunServe(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   app.add_option("--max-body-bytes", a.max_body_bytes, "HTTP request body limit")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--read-timeout-ms", a.read_timeout_ms, "HTTP request read timeout")
       ->capture_default_str();
   app.add_option("--max-connections", a.max_connections,
@@ -208,7 +209,8 @@ int RunServe(int argc, char** argv) {
   app.add_option("--max-inflight-bytes", a.max_inflight_bytes,
                  "memory budget of all requests in flight: bodies, fetched media, outputs "
                  "(over it: 429)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50));
   app.add_option("--fetch-threads", a.fetch_threads,
                  "threads parsing large request bodies and admitting /v1/preprocess requests "
                  "(remote media wait on the shared network threads, not on these)")

@@ -295,8 +295,11 @@ void HttpRequestParser::OnHeaderEnd() {
     state_ = State::kDone;
     return;
   }
-  // The pages are only committed as the body arrives.
-  request_.body().reserve(content_length_);
+  // The pages are only committed as the body arrives. Reserved up to 64 MiB at once (the
+  // default limit); a longer body grows as it comes, so a declared length under a raised limit
+  // never asks for more than was sent (a length near 2^63 threw from reserve).
+  constexpr uint64_t kMaxReserve = uint64_t{64} << 20;
+  request_.body().reserve(std::min(content_length_, kMaxReserve));
   state_ = State::kBody;
 }
 
