@@ -15,9 +15,12 @@
 
 namespace m3::engine {
 
-// The largest grid_thw value a request may carry (ValidateRequest): products of three stay
-// below 2^60.
+// The grid_thw values a request may carry (ValidateRequest refuses others): up to 2^20, so
+// products of three stay below 2^60.
 inline constexpr int64_t kMaxGridValue = int64_t{1} << 20;
+inline constexpr bool GridValueInBounds(int64_t g) {
+  return g > 0 && g <= kMaxGridValue;
+}
 
 // One image or video, preprocessed: flat patches [rows, patch_dim] in the gateway's order.
 struct MediaItem {

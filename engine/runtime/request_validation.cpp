@@ -26,7 +26,7 @@ void ValidateRequest(const EngineRequest& r, const RunnerInfo& info, int64_t max
     const std::string what =
         std::string(m.video ? "video " : "image ") + std::to_string(counts[m.video]++);
     for (int k = 0; k < 3; ++k)
-      Require(m.grid_thw[k] > 0 && m.grid_thw[k] <= kMaxGridValue, ErrorCode::kInvalidArgument,
+      Require(GridValueInBounds(m.grid_thw[k]), ErrorCode::kInvalidArgument,
               what + ": grid_thw values must be in [1, " + std::to_string(kMaxGridValue) +
                   "], got (" + std::to_string(m.grid_thw[0]) + ", " +
                   std::to_string(m.grid_thw[1]) + ", " + std::to_string(m.grid_thw[2]) + ")");

@@ -80,8 +80,7 @@ EngineRequest FromProto(const v1::GenerateRequest& in, EngineCore& core) {
     // Unset: the count the grid makes. Grids are bounded by ValidateRequest, which refuses
     // what is left at 0 here; their product is not formed before (it could overflow).
     const int64_t merge = std::max<int64_t>(info.spatial_merge_size, 1);
-    const bool bounded = std::all_of(item.grid_thw.begin(), item.grid_thw.end(),
-                                     [](int64_t g) { return g > 0 && g <= kMaxGridValue; });
+    const bool bounded = std::all_of(item.grid_thw.begin(), item.grid_thw.end(), GridValueInBounds);
     item.placeholder_tokens =
         m.placeholder_tokens() != 0 ? m.placeholder_tokens()
         : bounded ? item.grid_thw[0] * item.grid_thw[1] * item.grid_thw[2] / (merge * merge)
