@@ -1,5 +1,5 @@
 // Helpers every test uses: paths to test data and binaries, relative L2 error, running a
-// subprocess and capturing its output.
+// subprocess and capturing its output, raw safetensors bytes.
 #pragma once
 
 #include <span>
@@ -26,5 +26,9 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
 
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& bytes);
+
+// A safetensors file from a raw JSON header and data bytes (the 8-byte little-endian header
+// length first), for files the writer would never make.
+std::string SafetensorsBytes(const std::string& header, const std::string& data);
 
 }  // namespace m3::test

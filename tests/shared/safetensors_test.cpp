@@ -13,12 +13,7 @@ using m3::HostTensor;
 
 namespace {
 
-std::string WithHeader(const std::string& header, const std::string& data) {
-  std::string out(8, '\0');
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return out + header + data;
-}
+using m3::test::SafetensorsBytes;
 
 void ExpectError(const std::string& bytes, m3::ErrorCode code, const std::string& fragment) {
   try {
@@ -58,7 +53,7 @@ TEST_CASE("bf16 and f16 tensors convert to float32") {
   uint16_t bf[2] = {0x3f80, 0xc000};  // 1, -2
   std::string data(reinterpret_cast<char*>(bf), 4);
   auto f = m3::SafetensorsFile::FromBytes(
-      WithHeader(R"({"w":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", data), "bf");
+      SafetensorsBytes(R"({"w":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", data), "bf");
   CHECK(m3::ToFloat32(f.Get("w"), "w") == std::vector<float>{1.0f, -2.0f});
   CHECK_THROWS_AS(m3::ToInt64(f.Get("w"), "w"), m3::Error);
 }
@@ -66,32 +61,32 @@ TEST_CASE("bf16 and f16 tensors convert to float32") {
 TEST_CASE("corrupt files are rejected with a message naming the problem") {
   using m3::ErrorCode;
   ExpectError("abc", ErrorCode::kDataLoss, "truncated");
-  ExpectError(WithHeader("{", ""), ErrorCode::kDataLoss, "malformed JSON");
+  ExpectError(SafetensorsBytes("{", ""), ErrorCode::kDataLoss, "malformed JSON");
   std::string big(8, '\0');
   big[7] = 0x10;
   ExpectError(big, ErrorCode::kDataLoss, "header");
-  ExpectError(WithHeader(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
-                         std::string(8, '\0')),
+  ExpectError(SafetensorsBytes(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+                               std::string(8, '\0')),
               ErrorCode::kDataLoss, "past the end");
-  ExpectError(WithHeader(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})",
-                         std::string(16, '\0')),
+  ExpectError(SafetensorsBytes(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})",
+                               std::string(16, '\0')),
               ErrorCode::kDataLoss, "expected 12");
-  ExpectError(WithHeader(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                         R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-                         std::string(12, '\0')),
+  ExpectError(SafetensorsBytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                               R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                               std::string(12, '\0')),
               ErrorCode::kDataLoss, "overlap");
-  ExpectError(WithHeader(R"({"t":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", "x"),
+  ExpectError(SafetensorsBytes(R"({"t":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", "x"),
               ErrorCode::kUnsupported, "dtype");
-  ExpectError(WithHeader(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""),
+  ExpectError(SafetensorsBytes(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""),
               ErrorCode::kDataLoss, "shape");
   // Shapes whose byte counts wrap around 2^64 to the empty data they claim.
-  ExpectError(WithHeader(R"({"t":{"dtype":"F32","shape":[4611686018427387904],)"
-                         R"("data_offsets":[0,0]}})",
-                         ""),
+  ExpectError(SafetensorsBytes(R"({"t":{"dtype":"F32","shape":[4611686018427387904],)"
+                               R"("data_offsets":[0,0]}})",
+                               ""),
               ErrorCode::kDataLoss, "overflows");
-  ExpectError(WithHeader(R"({"t":{"dtype":"F64","shape":[2147483648,1073741824],)"
-                         R"("data_offsets":[0,0]}})",
-                         ""),
+  ExpectError(SafetensorsBytes(R"({"t":{"dtype":"F64","shape":[2147483648,1073741824],)"
+                               R"("data_offsets":[0,0]}})",
+                               ""),
               ErrorCode::kDataLoss, "overflows");
 }
 
