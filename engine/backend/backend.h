@@ -98,6 +98,12 @@ struct SwigluParams {
   float limit = 7.0f;
 };
 
+// The routed experts one rank holds, [first, first + count) of the router's; count < 0: all.
+struct ExpertRange {
+  int64_t first = 0;
+  int64_t count = -1;
+};
+
 // A recorded sequence of ops that replays as one launch (a CUDA graph): it reads and writes the
 // same buffers every time, so the caller rewrites its input buffers before each Replay.
 class StepGraph {
@@ -216,12 +222,14 @@ class Backend {
   virtual void SwigluOai(const DeviceTensor& gate_up, const SwigluParams& p,
                          const DeviceTensor& out) = 0;
   // Sigmoid routing: top-k experts by sigmoid(logit) + bias, weights normalized to sum 1.
-  // ids i32 [rows, k], weights f32 [rows, k].
+  // ids i32 [rows, k], weights f32 [rows, k]. Ids are `local`'s: a chosen expert in the range
+  // as its index there, any other as -1 (expert parallelism: another rank computes it).
   virtual void MoeRoute(const DeviceTensor& router_logits, const DeviceTensor& bias,
-                        const DeviceTensor& ids, const DeviceTensor& weights) = 0;
+                        const DeviceTensor& ids, const DeviceTensor& weights,
+                        const ExpertRange& local) = 0;
   // Token permutation by expert, grouped expert MLPs (gate_up [E, 2I, H], down [E, H, I]) and
   // weighted un-permutation: out[r] = scale * sum_j weights[r, j] * expert_{ids[r, j]}(x[r])
-  // + out[r] (out holds e.g. the shared expert's output).
+  // + out[r] (out holds e.g. the shared expert's output); picks with id -1 add nothing.
   virtual void MoeExperts(const DeviceTensor& x, const DeviceTensor& ids,
                           const DeviceTensor& weights, const DeviceTensor& gate_up,
                           const DeviceTensor& down, const SwigluParams& p, float scale,

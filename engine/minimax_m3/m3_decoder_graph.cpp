@@ -359,8 +359,9 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
 
     if (L.moe) {
       be.Linear(x, L.router, nullptr, router_logits);
-      be.MoeRoute(router_logits, L.router_bias, route_ids, route_w);
-      if (plan_.experts.count < t.num_local_experts) KeepLocalExperts(route_ids, route_w);
+      // Ids local to this rank's experts; another rank's picks are -1, which MoeExperts skips.
+      be.MoeRoute(router_logits, L.router_bias, route_ids, route_w,
+                  {plan_.experts.first, plan_.experts.count});
       be.Linear(x, L.shared_gate_up, nullptr, shared_gu);
       be.SwigluOai(shared_gu, act, shared_act);
       be.Linear(shared_act, L.shared_down, nullptr, delta);
@@ -397,29 +398,6 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
     be.Linear(picked, w_.lm_head, nullptr, out);
   }
   return out;
-}
-
-void M3DecoderGraph::KeepLocalExperts(const DeviceTensor& ids, const DeviceTensor& weights) {
-  // Through the host: a small [rows, k] pair per MoE layer. (A device kernel would keep GPU
-  // decode steps free of this synchronization.)
-  host_ids_.resize(static_cast<size_t>(ids.numel()));
-  host_weights_.resize(static_cast<size_t>(weights.numel()));
-  backend_.Download(ids, host_ids_.data());
-  backend_.Download(weights, host_weights_.data());
-  const int64_t first = plan_.experts.first, count = plan_.experts.count;
-  for (size_t i = 0; i < host_ids_.size(); ++i) {
-    const int64_t e = host_ids_[i] - first;
-    if (e >= 0 && e < count) {
-      host_ids_[i] = static_cast<int32_t>(e);
-    } else {
-      // A zero-weight pick adds exactly 0; spread over the local experts so none of them
-      // takes every remote pick (grouped GEMMs stay balanced).
-      host_ids_[i] = static_cast<int32_t>(host_ids_[i] % count);
-      host_weights_[i] = 0.0f;
-    }
-  }
-  backend_.Upload(host_ids_.data(), ids);
-  backend_.Upload(host_weights_.data(), weights);
 }
 
 }  // namespace m3::engine::minimax_m3

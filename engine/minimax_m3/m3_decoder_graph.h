@@ -81,10 +81,6 @@ class M3DecoderGraph {
   // `rows` rows, `seqs` sequences, block tables `width` pages wide and `logit_rows` logits rows.
   size_t StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t width, int64_t logit_rows) const;
 
-  // Routed expert picks outside this rank's experts get weight 0 (on one of the rank's), so
-  // the AllReduce adds each pick exactly once. (Every rank still runs k picks per token: a
-  // kernel skipping remote picks, or an all-to-all dispatch, is what makes EP save compute.)
-  void KeepLocalExperts(const DeviceTensor& ids, const DeviceTensor& weights);
   bool takes_logits() const { return !comm_ || comm_->rank() == 0; }
 
   const ModelConfig& config_;
@@ -94,8 +90,6 @@ class M3DecoderGraph {
   parallel::Communicator* comm_ = nullptr;
   // Local widths: the config's on a single rank.
   int64_t q_heads_, kv_heads_, index_heads_, dense_inter_, shared_inter_;
-  std::vector<int32_t> host_ids_;
-  std::vector<float> host_weights_;
   std::vector<float> inv_freq_;  // text rotary
   std::vector<backend::LayerKvCache> kv_;
   int64_t num_pages_ = 0;

@@ -39,10 +39,6 @@ class M3Runner : public ModelRunner {
     // take the graphs' bucket shapes whether or not they are recorded (graphs change no result).
     limits.decode_buckets = backend_->name().rfind("cuda", 0) == 0;
     limits.graphs = options.cuda_graphs && limits.decode_buckets;
-    // Expert-parallel ranks pick their experts' routes on the host (KeepLocalExperts), which a
-    // recorded graph cannot contain: their steps run op by op at their own shapes.
-    if (plan && plan->experts.count < config_.text.num_local_experts)
-      limits.graphs = limits.decode_buckets = false;
     const TextConfig& t = config_.text;
     const bool any_sparse = std::find(t.sparse_attention.begin(), t.sparse_attention.end(), true) !=
                             t.sparse_attention.end();

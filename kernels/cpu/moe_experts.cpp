@@ -20,19 +20,22 @@ namespace {
 struct Permutation {
   std::vector<int64_t> group_start;  // expert e's picks are [group_start[e], group_start[e + 1])
   std::vector<int64_t> perm;         // permuted slot -> source row
-  std::vector<int64_t> pick_slot;    // pick i (row i / K, choice i % K) -> permuted slot
+  std::vector<int64_t> pick_slot;    // pick i (row i / K, choice i % K) -> permuted slot, or -1
 };
 
+// Picks with a negative id (another rank's expert) get no slot.
 Permutation Permute(const int32_t* ids, int64_t rows, int64_t K, int64_t E) {
   const int64_t picks = rows * K;
   Permutation p;
   p.group_start.assign(E + 1, 0);
-  p.perm.resize(picks);
-  p.pick_slot.resize(picks);
-  for (int64_t i = 0; i < picks; ++i) ++p.group_start[ids[i] + 1];
+  p.pick_slot.assign(picks, -1);
+  for (int64_t i = 0; i < picks; ++i)
+    if (ids[i] >= 0) ++p.group_start[ids[i] + 1];
   for (int64_t e = 0; e < E; ++e) p.group_start[e + 1] += p.group_start[e];
+  p.perm.resize(p.group_start[E]);
   std::vector<int64_t> fill(p.group_start.begin(), p.group_start.end() - 1);
   for (int64_t i = 0; i < picks; ++i) {
+    if (ids[i] < 0) continue;
     p.perm[fill[ids[i]]] = i / K;
     p.pick_slot[i] = fill[ids[i]]++;
   }
@@ -60,6 +63,7 @@ void Unpermute(const std::vector<float>& ys, const Permutation& p, int64_t rows,
                 [&](int64_t a, int64_t c) { return ids[r * K + a] < ids[r * K + c]; });
       std::fill(routed.begin(), routed.end(), 0.0f);
       for (int64_t j : order) {
+        if (ids[r * K + j] < 0) continue;
         const float wt = weights[r * K + j];
         const float* y = ys.data() + p.pick_slot[r * K + j] * H;
         for (int64_t c = 0; c < H; ++c) routed[c] += y[c] * wt;
@@ -138,7 +142,7 @@ void MoeGroupedExperts(const float* x, int64_t rows, const int32_t* ids, const f
   if (rows == 0) return;
   const Permutation p = Permute(ids, rows, K, E);
   const std::vector<float> xs = GatherPermuted(x, p, H);
-  std::vector<float> ys(rows * K * H), gu, act;
+  std::vector<float> ys(p.perm.size() * H), gu, act;
   for (int64_t e = 0; e < E; ++e) {
     const int64_t n = p.group_start[e + 1] - p.group_start[e];
     if (n == 0) continue;
@@ -159,7 +163,7 @@ void MoeGroupedExpertsKMajor(const float* x, int64_t rows, const int32_t* ids, c
   if (rows == 0) return;
   const Permutation p = Permute(ids, rows, K, E);
   const std::vector<float> xs = GatherPermuted(x, p, H);
-  std::vector<float> ys(rows * K * H), gu, act;
+  std::vector<float> ys(p.perm.size() * H), gu, act;
   std::vector<SmallGroup> small;
   int64_t small_rows = 0;
   for (int64_t e = 0; e < E; ++e) {

@@ -4,8 +4,9 @@
 // GEMM once over its group, and the outputs are un-permuted with the routing weights:
 //   out[r] = scale * sum_j weights[r, j] * expert_{ids[r, j]}(x[r]) + out[r],
 // the sum over j in increasing expert id (the reference's accumulation order).
-// ids must lie in [0, experts) (the router guarantees it). Weights are stacked: gate_up [experts, 2
-// * inter, hidden] (gate rows, then up rows), down [experts, hidden, inter].
+// ids lie in [0, experts) (the router guarantees it) or are negative: a pick of an expert
+// another rank holds (expert parallelism), which adds nothing here. Weights are stacked:
+// gate_up [experts, 2 * inter, hidden] (gate rows, then up rows), down [experts, hidden, inter].
 #pragma once
 
 #include <cstdint>

@@ -9,7 +9,8 @@
 namespace m3::kernels::cpu {
 
 void MoeRouteSigmoid(const float* logits, int64_t tokens, int64_t experts, const float* bias,
-                     int64_t topk, int64_t* ids, float* weights) {
+                     int64_t topk, int64_t* ids, float* weights, int64_t local_first,
+                     int64_t local_count) {
   std::vector<float> s(experts), choice(experts);
   std::vector<int64_t> order(experts);
   for (int64_t t = 0; t < tokens; ++t) {
@@ -25,7 +26,7 @@ void MoeRouteSigmoid(const float* logits, int64_t tokens, int64_t experts, const
     float sum = 0.0f;
     for (int64_t j = 0; j < topk; ++j) sum += s[order[j]];
     for (int64_t j = 0; j < topk; ++j) {
-      ids[t * topk + j] = order[j];
+      ids[t * topk + j] = LocalExpert(order[j], local_first, local_count);
       weights[t * topk + j] = s[order[j]] / sum;
     }
   }

@@ -41,6 +41,12 @@ Scratch Carve(void* scratch, int64_t picks, const MoeGemvDims& d) {
   return s;
 }
 
+// A pick's group: its expert (an id out of range clamped rather than read beyond the weights),
+// or -1 for a negative id (another rank's expert: no group, no slot).
+__device__ __forceinline__ int GroupOf(int32_t id, int experts) {
+  return id < 0 ? -1 : min(id, experts - 1);
+}
+
 // Stable counting sort of the picks by expert; groups are the non-empty experts ascending.
 __global__ void GroupPicksKernel(const int32_t* ids, int picks, int experts, Scratch s,
                                  int32_t* slot_of_pick) {
@@ -50,8 +56,10 @@ __global__ void GroupPicksKernel(const int32_t* ids, int picks, int experts, Scr
   int32_t* start = sh + experts;
   for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
   __syncthreads();
-  for (int p = threadIdx.x; p < picks; p += blockDim.x)
-    atomicAdd(&count[min(max(ids[p], 0), experts - 1)], 1);
+  for (int p = threadIdx.x; p < picks; p += blockDim.x) {
+    const int e = GroupOf(ids[p], experts);
+    if (e >= 0) atomicAdd(&count[e], 1);
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     int at = 0, g = 0;
@@ -69,9 +77,13 @@ __global__ void GroupPicksKernel(const int32_t* ids, int picks, int experts, Scr
   }
   __syncthreads();
   for (int p = threadIdx.x; p < picks; p += blockDim.x) {
-    const int e = min(max(ids[p], 0), experts - 1);
+    const int e = GroupOf(ids[p], experts);
+    if (e < 0) {
+      slot_of_pick[p] = -1;
+      continue;
+    }
     int rank = 0;
-    for (int q = 0; q < p; ++q) rank += min(max(ids[q], 0), experts - 1) == e;
+    for (int q = 0; q < p; ++q) rank += GroupOf(ids[q], experts) == e;
     const int slot = start[e] + rank;
     slot_of_pick[p] = slot;
     s.pick_of_slot[slot] = p;

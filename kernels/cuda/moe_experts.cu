@@ -3,8 +3,10 @@
 // - decode-sized batches (up to kMoeGemvMaxPicks picks): the picks grouped by expert on the
 //   device and GEMV kernels that read each selected expert once (moe_expert_gemv.cuh); nothing
 //   waits for the host, so the step can be recorded as a CUDA graph;
-// - the fewest picks (one or two rows), and decode sizes on shapes those kernels do not take:
-//   one GEMV per pick through cublasGemmBatchedEx, its pointer arrays built on the device;
+// - decode sizes on shapes those kernels do not take: one GEMV per pick through
+//   cublasGemmBatchedEx, its pointer arrays built on the device (as fast as the GEMV kernels
+//   at one or two rows, docs/PERF.md, but it cannot leave out the picks of another rank's
+//   experts, which the GEMV kernels skip);
 // - larger batches: a counting sort on the host over the downloaded expert ids (one
 //   synchronization per MoE layer), the rows gathered on the device, each expert's GEMMs over
 //   all its rows. Groups of similar size (prefill with balanced routing) are padded to the
@@ -13,7 +15,9 @@
 //   cublasGemmGroupedBatchedEx call for small groups, or one cublasGemmEx per expert for large
 //   groups, which measured faster there (docs/PERF.md), and the down GEMMs (f32 out, which
 //   the grouped call refuses) per expert; per-expert GEMMs spread over side streams.
-// M3_MOE_GEMM=gemv|pick|padded|grouped|loop forces a path where it can run (tests, benchmarks).
+// Negative ids (expert parallelism: picks of experts another rank holds) add nothing on any
+// path. M3_MOE_GEMM=gemv|pick|padded|grouped|loop forces a path where it can run (tests,
+// benchmarks).
 #include "kernels/cuda/moe_experts.cuh"
 
 #include <algorithm>
@@ -54,31 +58,37 @@ __global__ void __launch_bounds__(kUnpermuteThreads)
   ChainedKernelStart();
   __shared__ int64_t slot_of[kMaxTopk];
   __shared__ float weight_of[kMaxTopk];
+  __shared__ int live;  // the row's picks of this rank's experts (negative ids: another rank's)
   const int64_t r = blockIdx.y;
   if (threadIdx.x < K) {
     const int j = static_cast<int>(threadIdx.x);
     const int32_t e = ids[r * K + j];
-    int rank = 0;
+    int rank = 0, n = 0;
     for (int q = 0; q < K; ++q) {
       const int32_t eq = ids[r * K + q];
-      rank += eq < e || (eq == e && q < j);
+      n += eq >= 0;
+      rank += eq >= 0 && (eq < e || (eq == e && q < j));
     }
-    slot_of[rank] = pick_slot ? int64_t{pick_slot[r * K + j]} : r * K + j;
-    weight_of[rank] = LoadAny(weights, wt, r * K + j);
+    if (e >= 0) {
+      slot_of[rank] = pick_slot ? int64_t{pick_slot[r * K + j]} : r * K + j;
+      weight_of[rank] = LoadAny(weights, wt, r * K + j);
+    }
+    if (j == 0) live = n;
   }
   __syncthreads();
+  const int n_live = live;
   const int64_t c = (int64_t{blockIdx.x} * kUnpermuteThreads + threadIdx.x) * V;
   if (c >= H) return;
   if constexpr (V == 1) {
     float routed = 0.0f;
 #pragma unroll 8
-    for (int i = 0; i < K; ++i) routed += ys[slot_of[i] * H + c] * weight_of[i];
+    for (int i = 0; i < n_live; ++i) routed += ys[slot_of[i] * H + c] * weight_of[i];
     out[r * H + c] = __float2bfloat16(routed * scale + __bfloat162float(out[r * H + c]));
   } else {
     static_assert(V == 4, "4 columns: one float4 of each expert output");
     float4 routed = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 8
-    for (int i = 0; i < K; ++i) {
+    for (int i = 0; i < n_live; ++i) {
       const float4 y = *reinterpret_cast<const float4*>(ys + slot_of[i] * H + c);
       const float w = weight_of[i];
       routed.x += y.x * w;
@@ -117,7 +127,8 @@ void Check(cudaError_t e, const char* what) {
 }
 
 // The per-pick operands of both batched GEMVs. Ids come from MoeRoute (always in range); one
-// out of range is clamped rather than read beyond the weights.
+// out of range is clamped rather than read beyond the weights, and a negative one (another
+// rank's expert) computes expert 0 for nothing (the un-permutation skips it).
 __global__ void PickPointersKernel(const int32_t* ids, int64_t picks, int64_t K, int64_t E,
                                    int64_t H, int64_t I, const bf16* x, const bf16* gate_up,
                                    const bf16* down, bf16* gu, bf16* act, float* ys,
@@ -232,9 +243,6 @@ Path ForcedPath() {
 constexpr int64_t kLoopGroupRows = 64;
 // The token-dimension tile of cuBLAS's large GEMMs, by which padded groups are classed.
 constexpr int64_t kPadTileRows = 128;
-// Up to this many picks one cuBLAS GEMV per pick measured faster than the GEMV kernels (H100,
-// one decode row, top-4: 0.504 against 0.517 ms per layer step); beyond, shared experts win.
-constexpr int64_t kPickMaxPicks = 8;
 
 // One grouped cuBLAS call for the GEMMs y_g = x_g W_g^T of every group g (rows[g] rows; W_g
 // [n, k] row-major, as Linear): ptrs holds the device pointer arrays W (G), x (G), y (G). All
@@ -368,13 +376,13 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
   if (K > kMaxTopk) throw std::runtime_error("MoeGroupedExperts: top-k above 32");
   const Path path = ForcedPath();
   const MoeGemvDims gd{E, H, I, K, d.alpha, d.limit};
-  const bool gemv = MoeExpertGemvFits(picks, gd), few = picks <= kPickMaxPicks && picks <= E;
-  if (gemv && (path == Path::kGemv || (path == Path::kAuto && !few))) {
+  const bool gemv = MoeExpertGemvFits(picks, gd);
+  if (gemv && (path == Path::kGemv || path == Path::kAuto)) {
     GemvExperts(x, rows, ids, weights, weights_t, gate_up, down, d, out, workspace, stream);
     return;
   }
-  if (picks <= E && (path == Path::kPick || (path == Path::kAuto && (few || !gemv)) ||
-                     (path == Path::kGemv && !gemv))) {
+  if (picks <= E &&
+      (path == Path::kPick || ((path == Path::kAuto || path == Path::kGemv) && !gemv))) {
     PerPickExperts(handle, x, rows, ids, weights, weights_t, gate_up, down, d, out, workspace,
                    stream);
     return;
@@ -385,9 +393,14 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
         "expert ids download");
   Check(cudaStreamSynchronize(stream), "expert ids download");
   std::vector<int64_t> count(E, 0);
+  int64_t live = 0;  // picks of this rank's experts (negative ids: another rank's, no slot)
   for (int32_t e : host_ids) {
-    if (e < 0 || e >= E) throw std::runtime_error("MoeGroupedExperts: expert id out of range");
-    ++count[e];
+    if (e >= E) throw std::runtime_error("MoeGroupedExperts: expert id out of range");
+    if (e >= 0) ++count[e], ++live;
+  }
+  if (live == 0) {  // every pick another rank's: out = 0 * scale + out, as the other paths
+    Unpermute(nullptr, nullptr, ids, weights, weights_t, rows, K, H, d.scale, out, stream);
+    return;
   }
   // Experts in classes of equal 128-row tile counts (ascending), each class padded to its own
   // largest group: cuBLAS tiles the token dimension by 128, so one cap for all (the largest
@@ -419,10 +432,10 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
   else if (path == Path::kPadded)
     mode = Mode::kPadded;
   else if (path == Path::kAuto)
-    mode = padded_slots * 4 <= picks * 5 ? Mode::kPadded
-           : picks < kLoopGroupRows * G  ? Mode::kGrouped
-                                         : Mode::kLoop;
-  const int64_t slots = mode == Mode::kPadded ? padded_slots : picks;
+    mode = padded_slots * 4 <= live * 5 ? Mode::kPadded
+           : live < kLoopGroupRows * G  ? Mode::kGrouped
+                                        : Mode::kLoop;
+  const int64_t slots = mode == Mode::kPadded ? padded_slots : live;
   if (slots > INT_MAX) throw std::runtime_error("MoeGroupedExperts: batch beyond int range");
   std::vector<int64_t> group_start(G + 1, 0);  // slot of each group's first row
   for (const PadClass& c : classes)
@@ -437,8 +450,9 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
   const size_t ptr_bytes = Aligned(6 * G * sizeof(void*));
   std::vector<char> upload(idx_bytes + ptr_bytes);
   int32_t* index = reinterpret_cast<int32_t*>(upload.data());
-  std::fill(index, index + slots, -1);
+  std::fill(index, index + slots + picks, -1);
   for (int64_t i = 0; i < picks; ++i) {
+    if (host_ids[i] < 0) continue;
     const int64_t slot = fill[host_ids[i]]++;
     index[slot] = static_cast<int32_t>(i / K);
     index[slots + i] = static_cast<int32_t>(slot);

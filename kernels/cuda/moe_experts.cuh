@@ -3,7 +3,8 @@
 // moe_expert_gemv.cuh for decode-sized batches; f32 accumulation, expert outputs kept in f32),
 // and the weighted un-permutation
 // out[r] = scale * sum_j weights[r, j] * y_{ids[r, j]}(x[r]) + out[r], summed in expert order.
-// gate_up [E, 2I, H], down [E, H, I] bf16; x / out [rows, H] bf16; ids i32 [rows, k] (device).
+// gate_up [E, 2I, H], down [E, H, I] bf16; x / out [rows, H] bf16; ids i32 [rows, k] (device),
+// each in [0, E) or negative: a pick of an expert another rank holds, which adds nothing.
 #pragma once
 
 #include <cublas_v2.h>

@@ -15,6 +15,11 @@ __device__ __forceinline__ float Sigmoid(float x) {
   return 1.0f / (1.0f + expf(-x));
 }
 
+__device__ __forceinline__ int32_t Local(int32_t e, int64_t first, int64_t count) {
+  if (count < 0) return e;
+  return e >= first && e < first + count ? static_cast<int32_t>(e - first) : -1;
+}
+
 // Whether candidate (c, e) beats (best, best_e): higher score, ties to the lower expert.
 __device__ __forceinline__ bool Beats(float c, int e, float best, int best_e) {
   return best_e < 0 || (e >= 0 && (c > best || (c == best && e < best_e)));
@@ -22,7 +27,7 @@ __device__ __forceinline__ bool Beats(float c, int e, float best, int best_e) {
 
 __global__ void RouteWarpKernel(const void* logits, ElemType lt, int64_t tokens, int64_t experts,
                                 const float* bias, int64_t topk, int32_t* ids, void* weights,
-                                ElemType wt) {
+                                ElemType wt, int64_t local_first, int64_t local_count) {
   ChainedKernelStart();
   const int64_t t = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
@@ -60,7 +65,7 @@ __global__ void RouteWarpKernel(const void* logits, ElemType lt, int64_t tokens,
     if (best_e >= 0 && (best_e & 31) == lane) taken |= 1u << (best_e / 32);
     chosen_s[j] = best_s;
     sum += best_s;
-    if (lane == 0) ids[t * topk + j] = best_e;
+    if (lane == 0) ids[t * topk + j] = Local(best_e, local_first, local_count);
   }
   if (lane == 0)
     for (int64_t j = 0; j < topk; ++j) StoreAny(weights, wt, t * topk + j, chosen_s[j] / sum);
@@ -68,7 +73,7 @@ __global__ void RouteWarpKernel(const void* logits, ElemType lt, int64_t tokens,
 
 __global__ void RouteKernel(const void* logits, ElemType lt, int64_t tokens, int64_t experts,
                             const float* bias, int64_t topk, int32_t* ids, void* weights,
-                            ElemType wt) {
+                            ElemType wt, int64_t local_first, int64_t local_count) {
   ChainedKernelStart();
   const int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (t >= tokens) return;
@@ -95,21 +100,24 @@ __global__ void RouteKernel(const void* logits, ElemType lt, int64_t tokens, int
   }
   for (int64_t j = 0; j < topk; ++j)
     StoreAny(weights, wt, t * topk + j, Sigmoid(LoadAny(logits, lt, t * experts + id[j])) / sum);
+  for (int64_t j = 0; j < topk; ++j) id[j] = Local(id[j], local_first, local_count);
 }
 
 }  // namespace
 
 void MoeRouteSigmoid(const void* logits, ElemType logits_t, int64_t tokens, int64_t experts,
                      const float* bias, int64_t topk, int32_t* ids, void* weights,
-                     ElemType weights_t, cudaStream_t stream) {
+                     ElemType weights_t, cudaStream_t stream, int64_t local_first,
+                     int64_t local_count) {
   if (tokens <= 0) return;
   if (experts <= kWarpExperts && topk <= kMaxWarpTopk && topk <= experts) {
     constexpr int kWarps = 4;
     LaunchAfterPrior(RouteWarpKernel, Blocks(tokens, kWarps), 32 * kWarps, 0, stream, logits,
-                     logits_t, tokens, experts, bias, topk, ids, weights, weights_t);
+                     logits_t, tokens, experts, bias, topk, ids, weights, weights_t, local_first,
+                     local_count);
   } else {
     LaunchAfterPrior(RouteKernel, Blocks(tokens, 128), 128, 0, stream, logits, logits_t, tokens,
-                     experts, bias, topk, ids, weights, weights_t);
+                     experts, bias, topk, ids, weights, weights_t, local_first, local_count);
   }
   CheckLaunch("MoeRouteSigmoid");
 }

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Tensor / expert parallelism on a machine with 2+ GPUs (nvidia-h200-x2): runs cuda_parallel_test
-# (tests/parallel: tp 2, ep 2, tp 2 + ep 2 against one GPU on m3-tiny, m3-alt and the demo
-# model) and `m3-engine serve --tensor-parallel 2` up to its listening line, from the carried
-# bundle: build here with
+# Tensor / expert parallelism on a machine with 2+ GPUs (nvidia-h100-x2 / nvidia-h200-x2): makes
+# a random checkpoint at the real text widths (m3-make-random-checkpoint, 4 layers, on /dev/shm),
+# runs cuda_parallel_test (tests/parallel: tp 2, ep 2, tp 2 + ep 2 against one GPU on m3-tiny,
+# m3-alt, the demo model and that checkpoint) and `m3-engine serve --tensor-parallel 2` up to
+# its listening line, from the carried bundle: build here with
 #   cmake -S . -B B -G Ninja -DCMAKE_BUILD_TYPE=Release -DM3_CUDA=ON -DM3_USE_BLAS=OFF
-#   cmake --build B --target m3-engine cuda_test cuda_serve_test cuda_parallel_test
-#   EXTRA_BINS=cuda_parallel_test scripts/device/pack_gpu_bundle.sh B
+#   cmake --build B --target m3-engine cuda_test cuda_serve_test cuda_parallel_test \
+#     m3-make-random-checkpoint m3-bench-serve
+#   EXTRA_BINS="cuda_parallel_test m3-make-random-checkpoint m3-bench-serve" \
+#     scripts/device/pack_gpu_bundle.sh B
 # and carry .dev/gpu-bundle.tar.xz. NCCL comes from the CUDA toolkit or PyTorch's nvidia-nccl
 # wheel (libnccl.so.2 is loaded at run time); NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 # Logs under $OUT. Usage (repo root): bash scripts/device/parallel_checks.sh
@@ -23,13 +26,25 @@ export NCCL_NVLS_ENABLE=0
   (cd tests/data && find . -name '*.tar.xz' | while read -r a; do
     mkdir -p "$BUILD/test-data/$(dirname "$a")" && tar -C "$BUILD/test-data/$(dirname "$a")" -xJf "$a"
   done)
-  nccl="$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)"
-  [ -f "$nccl/libnccl.so.2" ] || nccl="$(dirname "$(find /usr/local /usr/lib /opt -name libnccl.so.2 2>/dev/null | head -1)")"
+  nccl="$(bash scripts/device/find_nccl.sh)"
   echo "NCCL from: $nccl"
   export LD_LIBRARY_PATH="/tmp/gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${nccl}:${LD_LIBRARY_PATH:-}"
-  echo "== cuda_parallel_test ($(date +%T))"
-  timeout 600 "$BUILD/bin/cuda_parallel_test"
-  echo "cuda_parallel_test exit $?"
+  # Random checkpoints at the real text widths for the real-width cases (4 layers; 2 layers for
+  # the float32 CPU reference), on /dev/shm; made once per machine.
+  for layers in 4 2; do
+    ckpt=/dev/shm/m3-random; [ "$layers" = 4 ] || ckpt="$ckpt-${layers}l"
+    if [ ! -f "$ckpt/config.json" ]; then
+      echo "== random $layers-layer checkpoint at the real text widths into $ckpt ($(date +%T))"
+      timeout 200 "$BUILD/bin/m3-make-random-checkpoint" --out "$ckpt" --layers "$layers" | tail -1
+    fi
+  done
+  export M3_PARALLEL_CHECKPOINT=/dev/shm/m3-random M3_PARALLEL_CHECKPOINT_2L=/dev/shm/m3-random-2l
+  # One process per group of cases, each with its own time limit.
+  for cases in "-tce=*real widths*" "-tc=*4-layer*" "-tc=*2-layer*"; do
+    echo "== cuda_parallel_test $cases ($(date +%T))"
+    timeout "${TEST_S:-300}" "$BUILD/bin/cuda_parallel_test" "$cases" 2>&1 | grep -vE "^[IW] [0-9:.]+ "
+    echo "cuda_parallel_test $cases exit ${PIPESTATUS[0]}"
+  done
   echo "== m3-engine serve --device cuda --tensor-parallel 2 ($(date +%T))"
   timeout 120 "$BUILD/bin/m3-engine" serve --model tests/data/demo-model/model --port 0 \
     --device cuda --tensor-parallel 2 --expert-parallel 2 >"$OUT/serve.log" 2>&1 &

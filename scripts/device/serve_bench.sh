@@ -30,10 +30,13 @@ step() { echo "== $* ($(date +%T))"; }
   BUILD="$(cat /tmp/gpu-bundle/BUILD_DIR)"
   mkdir -p "$BUILD" && cp -r /tmp/gpu-bundle/bin "$BUILD/"
   [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
-  (cd tests/data && find . -name '*.tar.xz' | while read -r a; do
+  # The test data only for cuda_test.
+  [ "${TESTS:-1}" = 1 ] && (cd tests/data && find . -name '*.tar.xz' | while read -r a; do
     mkdir -p "$BUILD/test-data/$(dirname "$a")" && tar -C "$BUILD/test-data/$(dirname "$a")" -xJf "$a"
   done)
-  export LD_LIBRARY_PATH="/tmp/gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
+  # NCCL for --tensor-parallel / --expert-parallel (loaded at run time); NVLink multicast off.
+  export NCCL_NVLS_ENABLE=0
+  export LD_LIBRARY_PATH="/tmp/gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:$(bash scripts/device/find_nccl.sh):${LD_LIBRARY_PATH:-}"
   ldd "$BUILD/bin/m3-engine" "$BUILD/bin/m3-bench-serve" | grep "not found"
   if [ "${TESTS:-1}" = 1 ]; then
     for i in $(seq 1 "${TEST_REPEAT:-1}"); do

@@ -279,8 +279,8 @@ class TimedBackend : public Backend {
     Timed("SwigluOai", [&] { in_.SwigluOai(gu, p, o); });
   }
   void MoeRoute(const DeviceTensor& l, const DeviceTensor& b, const DeviceTensor& ids,
-                const DeviceTensor& w) override {
-    Timed("MoeRoute", [&] { in_.MoeRoute(l, b, ids, w); });
+                const DeviceTensor& w, const be::ExpertRange& local) override {
+    Timed("MoeRoute", [&] { in_.MoeRoute(l, b, ids, w, local); });
   }
   void MoeExperts(const DeviceTensor& x, const DeviceTensor& ids, const DeviceTensor& w,
                   const DeviceTensor& gu, const DeviceTensor& d, const be::SwigluParams& p,

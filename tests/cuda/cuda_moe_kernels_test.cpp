@@ -2,9 +2,10 @@
 // (kernels/cpu/moe_experts.h) at decode and prefill sizes: many rows, uneven expert loads (a
 // few experts take most picks), experts with no rows, through every GPU path M3_MOE_GEMM can
 // force (the device-grouped GEMV kernels, one cuBLAS GEMV per pick, and after the host's
-// counting sort the padded batched GEMMs, the grouped cuBLAS call and the per-expert loop). Inputs
-// are bf16-exact so both sides read identical numbers; the GPU keeps bf16 intermediates, hence the
-// relative L2 bound of bf16 rounding.
+// counting sort the padded batched GEMMs, the grouped cuBLAS call and the per-expert loop), also
+// with picks of another rank's experts (negative ids, expert parallelism), which add nothing.
+// Inputs are bf16-exact so both sides read identical numbers; the GPU keeps bf16 intermediates,
+// hence the relative L2 bound of bf16 rounding.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
@@ -109,6 +110,7 @@ struct Case {
   const char* name;
   int64_t rows, experts, used, topk;
   double skew;
+  int64_t remote_every = 0;  // every n-th pick is another rank's (id -1); 0: none
 };
 
 void RunCase(const Case& c, cublasHandle_t blas, cudaStream_t stream) {
@@ -121,8 +123,11 @@ void RunCase(const Case& c, cublasHandle_t blas, cudaStream_t stream) {
   std::vector<int32_t> ids;
   std::vector<float> weights;
   Route(rows, K, c.used, c.skew, 15, ids, weights);
+  if (c.remote_every > 0)
+    for (size_t i = 0; i < ids.size(); i += static_cast<size_t>(c.remote_every)) ids[i] = -1;
   std::vector<int64_t> load(E, 0);
-  for (int32_t e : ids) ++load[e];
+  for (int32_t e : ids)
+    if (e >= 0) ++load[e];
   const int64_t empty = std::count(load.begin(), load.end(), 0);
   const int64_t most = *std::max_element(load.begin(), load.end());
 
@@ -169,7 +174,7 @@ void RunCase(const Case& c, cublasHandle_t blas, cudaStream_t stream) {
   unsetenv("M3_MOE_GEMM");
 }
 
-TEST_CASE("MoE grouped experts at prefill sizes match the CPU twin") {
+TEST_CASE("MoE grouped experts at prefill and decode sizes match the CPU twin") {
   cudaStream_t stream;
   Ok(cudaStreamCreate(&stream));
   cublasHandle_t blas;
@@ -181,6 +186,9 @@ TEST_CASE("MoE grouped experts at prefill sizes match the CPU twin") {
       {"7 rows, most experts empty", 7, 32, 9, 4, 0.5},
       {"128 rows, skewed load", 128, 32, 24, 4, 1.0},
       {"decode-sized, 5 rows", 5, 32, 32, 4, 0.0},
+      {"every 3rd pick remote, 1024 rows", 1024, 32, 28, 4, 1.2, 3},
+      {"every 2nd pick remote, 1 row", 1, 32, 32, 4, 0.0, 2},
+      {"every pick remote, 6 rows", 6, 32, 32, 4, 0.0, 1},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);

@@ -396,40 +396,51 @@ TEST_CASE("MoE routing and grouped experts match the CPU twins") {
     Twin bias = Weight(Random(E, 32, 0.1f), {E});
     Twin ids = Ints(std::vector<int32_t>(rows * topk), {rows, topk});
     Twin wts = Act(std::vector<float>(rows * topk), {rows, topk}, DType::kF32);
-    b.cpu->MoeRoute(logits.cpu, bias.cpu, ids.cpu, wts.cpu);
-    b.gpu->MoeRoute(logits.gpu, bias.gpu, ids.gpu, wts.gpu);
-    CHECK(GetInts(*b.cpu, ids.cpu) == GetInts(*b.gpu, ids.gpu));
+    b.cpu->MoeRoute(logits.cpu, bias.cpu, ids.cpu, wts.cpu, {});
+    b.gpu->MoeRoute(logits.gpu, bias.gpu, ids.gpu, wts.gpu, {});
+    const std::vector<int32_t> all = GetInts(*b.cpu, ids.cpu);
+    CHECK(all == GetInts(*b.gpu, ids.gpu));
     CHECK(Compare("MoeRoute weights (128 experts, top-4)", wts) < 1e-6);
+    // Rank 1 of 2 (expert parallelism): experts 64..127 as 0..63, the others -1.
+    b.cpu->MoeRoute(logits.cpu, bias.cpu, ids.cpu, wts.cpu, {64, 64});
+    b.gpu->MoeRoute(logits.gpu, bias.gpu, ids.gpu, wts.gpu, {64, 64});
+    std::vector<int32_t> local = all;
+    for (int32_t& e : local) e = e >= 64 ? e - 64 : -1;
+    CHECK(GetInts(*b.cpu, ids.cpu) == local);
+    CHECK(GetInts(*b.gpu, ids.gpu) == local);
   }
   const int64_t E = 8;
   Twin gate_up = Weight(Random(E * 2 * I * H, 35, 0.03f), {E, 2 * I, H});
   Twin down = Weight(Random(E * H * I, 36, 0.03f), {E, H, I});
   engine::backend::SwigluParams sp{1.702f, 7.0f};
-  // 24 rows: experts grouped on the host; 2 rows (8 picks of 8 experts): one GEMV per pick,
-  // no host synchronization.
-  for (const int64_t n : {rows, int64_t{2}}) {
+  // 24 rows: experts grouped on the host; 2 rows (8 picks of 8 experts): the device-grouped
+  // GEMV kernels, no host synchronization. Then the same with every third pick another rank's
+  // (id -1: expert parallelism), which adds nothing.
+  for (const int64_t n : {rows, int64_t{2}, -rows, int64_t{-2}}) {
     CAPTURE(n);
+    const bool remote = n < 0;
+    const int64_t n_rows = remote ? -n : n;
     std::mt19937 rng(33);
-    std::vector<int32_t> ids_host(n * topk);
-    std::vector<float> w_host(n * topk);
-    for (int64_t r = 0; r < n; ++r) {
+    std::vector<int32_t> ids_host(n_rows * topk);
+    std::vector<float> w_host(n_rows * topk);
+    for (int64_t r = 0; r < n_rows; ++r) {
       std::vector<int32_t> e(E);
       for (int64_t i = 0; i < E; ++i) e[i] = static_cast<int32_t>(i);
       std::shuffle(e.begin(), e.end(), rng);
       for (int64_t j = 0; j < topk; ++j) {
-        ids_host[r * topk + j] = e[j];
+        ids_host[r * topk + j] = remote && (r * topk + j) % 3 == 0 ? -1 : e[j];
         w_host[r * topk + j] = 0.25f + 0.1f * static_cast<float>(j);
       }
     }
-    Twin ids = Ints(ids_host, {n, topk});
-    Twin wts = Act(w_host, {n, topk}, DType::kF32);
-    Twin x = Act(Random(n * H, 34), {n, H});
-    Twin out = Act(Random(n * H, 37), {n, H});
+    Twin ids = Ints(ids_host, {n_rows, topk});
+    Twin wts = Act(w_host, {n_rows, topk}, DType::kF32);
+    Twin x = Act(Random(n_rows * H, 34), {n_rows, H});
+    Twin out = Act(Random(n_rows * H, 37), {n_rows, H});
     b.cpu->MoeExperts(x.cpu, ids.cpu, wts.cpu, gate_up.cpu, down.cpu, sp, 2.5f, out.cpu);
     b.gpu->MoeExperts(x.gpu, ids.gpu, wts.gpu, gate_up.gpu, down.gpu, sp, 2.5f, out.gpu);
-    CHECK(Compare(n == rows ? "MoeExperts (8 x 3072 x 6144, top-4, 24 rows)"
-                            : "MoeExperts (8 x 3072 x 6144, top-4, 2 rows)",
-                  out) < kTol);
+    const std::string what = "MoeExperts (8 x 3072 x 6144, top-4, " + std::to_string(n_rows) +
+                             " rows" + (remote ? ", every third pick remote)" : ")");
+    CHECK(Compare(what.c_str(), out) < kTol);
   }
 }
 

@@ -193,5 +193,20 @@ TEST_CASE("MoE routing: choice by biased sigmoid, weights from unbiased scores")
   CHECK(w[0] + w[1] == doctest::Approx(1.0f));
 }
 
+TEST_CASE("MoE routing for one rank of an expert-parallel group: local ids, -1 for the others") {
+  std::vector<float> logits = {2.0f, 1.0f, -1.0f, 0.5f};
+  std::vector<float> bias = {0.0f, 0.0f, 0.0f, 0.5f};
+  std::vector<int64_t> all(2), ids(2);
+  std::vector<float> w_all(2), w(2);
+  k::MoeRouteSigmoid(logits.data(), 1, 4, bias.data(), 2, all.data(), w_all.data());
+  // Experts 2 and 3 on this rank: 3 is local 1, 0 is another rank's.
+  k::MoeRouteSigmoid(logits.data(), 1, 4, bias.data(), 2, ids.data(), w.data(), 2, 2);
+  CHECK(all == std::vector<int64_t>{3, 0});
+  CHECK(ids == std::vector<int64_t>{1, -1});
+  CHECK(w == w_all);  // weights normalized over every chosen expert, wherever it runs
+  k::MoeRouteSigmoid(logits.data(), 1, 4, bias.data(), 2, ids.data(), w.data(), 0, 2);
+  CHECK(ids == std::vector<int64_t>{-1, 0});
+}
+
 }  // namespace
 }  // namespace m3::test

@@ -198,5 +198,47 @@ TEST_CASE("K-major grouped experts equal the nn.Linear-layout reference, small a
   }
 }
 
+TEST_CASE("grouped experts skip picks of another rank's experts (negative ids), both layouts") {
+  // Expert parallelism: a pick with id -1 adds nothing. The rank before this change ran such a
+  // pick on one of its own experts with weight 0, which adds exactly zero: the same bits.
+  const int64_t rows = 40, H = 72, I = 40, E = 6, K = 4;
+  const auto x = Random(rows * H, 17), gu = Random(E * 2 * I * H, 18), down = Random(E * H * I, 19);
+  std::vector<float> gut(gu.size()), downt(down.size());
+  k::TransposeEachExpert(gu.data(), E, 2 * I, H, gut.data());
+  k::TransposeEachExpert(down.data(), E, H, I, downt.data());
+  std::vector<int32_t> ids(rows * K), zeroed(rows * K);
+  std::vector<float> wts(rows * K), zero_wts(rows * K);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t i = r * K + j;
+      // Row 3 has every pick remote; elsewhere every third pick is.
+      const bool remote = r == 3 || i % 3 == 0;
+      ids[i] = remote ? -1 : static_cast<int32_t>((r + j) % E);
+      zeroed[i] = remote ? static_cast<int32_t>(i % E) : ids[i];
+      wts[i] = 0.2f + 0.01f * static_cast<float>(i % 7);
+      zero_wts[i] = remote ? 0.0f : wts[i];
+    }
+  const k::MoeExpertsDims d{H, I, E, K, 1.702f, 7.0f, 1.5f};
+  const auto base = Random(rows * H, 20);
+  for (const bool k_major : {false, true}) {
+    CAPTURE(k_major);
+    std::vector<float> skipped = base, weighted = base;
+    if (k_major) {
+      k::MoeGroupedExpertsKMajor(x.data(), rows, ids.data(), wts.data(), gut.data(), downt.data(),
+                                 d, skipped.data());
+      k::MoeGroupedExpertsKMajor(x.data(), rows, zeroed.data(), zero_wts.data(), gut.data(),
+                                 downt.data(), d, weighted.data());
+    } else {
+      k::MoeGroupedExperts(x.data(), rows, ids.data(), wts.data(), gu.data(), down.data(), d,
+                           skipped.data());
+      k::MoeGroupedExperts(x.data(), rows, zeroed.data(), zero_wts.data(), gu.data(), down.data(),
+                           d, weighted.data());
+    }
+    CHECK(std::memcmp(skipped.data(), weighted.data(), skipped.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(skipped.data() + 3 * H, base.data() + 3 * H, H * sizeof(float)) == 0);
+    CHECK(skipped != base);
+  }
+}
+
 }  // namespace
 }  // namespace m3::test

@@ -20,13 +20,14 @@
 namespace m3::test {
 namespace {
 
+// `set`: a directory under tests/data holding model/, or an absolute model directory.
 std::unique_ptr<engine::ModelRunner> Load(const std::string& set, const std::string& device,
                                           Parallel p) {
   engine::RunnerOptions o;
   o.device = device;
   o.tensor_parallel = p.tp;
   o.expert_parallel = p.ep;
-  return engine::LoadModelRunner(DataPath(set + "/model"), o);
+  return engine::LoadModelRunner(set.starts_with('/') ? set : DataPath(set + "/model"), o);
 }
 
 double RelL2(const std::vector<float>& got, const std::vector<float>& want) {
@@ -40,25 +41,27 @@ double RelL2(const std::vector<float>& got, const std::vector<float>& want) {
 
 struct Trace {
   std::vector<int32_t> tokens;
-  std::vector<std::vector<float>> logits;  // every prompt row, then each decode
+  std::vector<std::vector<float>> logits;  // the prompt's rows asked for, then each decode
 };
 
 // One sequence: the prompt (media encoded by the runner, one span per placeholder row) in one
-// step with every row's logits, then `decodes` greedy steps. `capture`: the prompt step's
-// hidden states and MSA selections are kept there (rank 0's on a parallel runner).
+// step with the logits of its last `last_rows` rows (0: every row), then `decodes` greedy
+// steps. `capture`: the prompt step's hidden states and MSA selections are kept there (rank
+// 0's on a parallel runner).
 Trace RunPrompt(engine::ModelRunner& r, const engine::ModelInputs& in, int decodes,
-                NamedTensors* capture = nullptr) {
+                NamedTensors* capture = nullptr, int64_t last_rows = 0) {
   const engine::RunnerInfo& info = r.info();
   const int64_t page = info.msa_block_size > 0 ? std::min<int64_t>(4, info.msa_block_size) : 4;
   const int64_t n = static_cast<int64_t>(in.input_ids.size());
   const int64_t pages = (n + decodes + page - 1) / page;
   r.AllocateKvCache(pages, page);
+  const int64_t first_row = last_rows > 0 ? std::max<int64_t>(0, n - last_rows) : 0;
   engine::ForwardBatch b;
   for (int64_t i = 0; i < n; ++i) {
     b.token_ids.push_back(static_cast<int32_t>(in.input_ids[i]));
     b.positions.push_back(static_cast<int32_t>(i));
     b.slot_mapping.push_back(i);
-    b.logits_rows.push_back(static_cast<int32_t>(i));
+    if (i >= first_row) b.logits_rows.push_back(static_cast<int32_t>(i));
   }
   b.query_start = {0, static_cast<int32_t>(n)};
   b.context_lens = {0};
@@ -89,7 +92,7 @@ Trace RunPrompt(engine::ModelRunner& r, const engine::ModelInputs& in, int decod
   r.Execute(b, logits);
   if (capture) r.SetCapture({});
   const int64_t V = info.vocab_size;
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < n - first_row; ++i)
     t.logits.emplace_back(logits.begin() + i * V, logits.begin() + (i + 1) * V);
   for (int d = 0; d < decodes; ++d) {
     const int32_t tok = static_cast<int32_t>(kernels::cpu::ArgMax(t.logits.back().data(), V));
@@ -211,9 +214,9 @@ struct Captured {
   NamedTensors tensors;
 };
 Captured RunCaptured(const std::string& set, const std::string& device, Parallel p,
-                     const engine::ModelInputs& prompt, int decodes) {
+                     const engine::ModelInputs& prompt, int decodes, int64_t last_rows) {
   Captured c;
-  c.trace = RunPrompt(*Load(set, device, p), prompt, decodes, &c.tensors);
+  c.trace = RunPrompt(*Load(set, device, p), prompt, decodes, &c.tensors, last_rows);
   return c;
 }
 
@@ -245,14 +248,21 @@ double WorstRow(const Trace& a, const Trace& b, size_t rows) {
 // (ParityTolerance::against_reference says why).
 void CheckAgainstReference(const std::string& set, const std::string& device,
                            const engine::ModelInputs& prompt, Parallel p,
-                           const ParityTolerance& tol) {
+                           const ParityTolerance& tol, int64_t last_rows) {
   const int decodes = tol.same_tokens ? 4 : 0;
-  const Captured ref = RunCaptured(set, "cpu", {1, 1}, prompt, decodes);
-  const Captured one = RunCaptured(set, device, {1, 1}, prompt, decodes);
-  const Captured got = RunCaptured(set, device, p, prompt, decodes);
+  // The reference and single-rank runs of each (set, device, prompt), computed once.
+  static std::map<std::string, std::pair<Captured, Captured>> runs;
+  const std::string key = set + '@' + device + '#' + std::to_string(prompt.input_ids.size()) + '/' +
+                          std::to_string(last_rows) + '/' + std::to_string(decodes);
+  if (!runs.count(key))
+    runs[key] = {RunCaptured(set, "cpu", {1, 1}, prompt, decodes, last_rows),
+                 RunCaptured(set, device, {1, 1}, prompt, decodes, last_rows)};
+  const Captured& ref = runs[key].first;
+  const Captured& one = runs[key].second;
+  const Captured got = RunCaptured(set, device, p, prompt, decodes, last_rows);
   if (tol.same_tokens) CHECK(got.trace.tokens == one.trace.tokens);
-  // Rows the three runs share inputs for: the prompt, and the decodes while the tokens agree.
-  size_t rows = prompt.input_ids.size();
+  // Rows the three runs share inputs for: the prompt's, and the decodes while the tokens agree.
+  size_t rows = ref.trace.logits.size() - ref.trace.tokens.size();
   for (size_t d = 0;
        d < got.trace.tokens.size() && d < ref.trace.tokens.size() &&
        got.trace.tokens[d] == ref.trace.tokens[d] && one.trace.tokens[d] == ref.trace.tokens[d];
@@ -287,28 +297,73 @@ void CheckAgainstReference(const std::string& set, const std::string& device,
 
 }  // namespace
 
+void CheckLayerwise(const std::string& set, const std::string& device,
+                    const engine::ModelInputs& prompt, Parallel p, int64_t last_rows,
+                    double first_layer_rel_l2) {
+  CAPTURE(set);
+  CAPTURE(p.tp);
+  CAPTURE(p.ep);
+  static std::map<std::string, Captured> single;
+  const std::string key = set + '@' + device + '#' + std::to_string(prompt.input_ids.size()) + '/' +
+                          std::to_string(last_rows);
+  if (!single.count(key)) single[key] = RunCaptured(set, device, {1, 1}, prompt, 4, last_rows);
+  const Captured& one = single[key];
+  const Captured got = RunCaptured(set, device, p, prompt, 4, last_rows);
+  std::printf(
+      "  %s %s tp %d ep %d against one rank: %zu logits rows, worst relative L2 %.3g; greedy "
+      "tokens %s\n    prompt step (selections: entries differing)\n",
+      set.c_str(), device.c_str(), p.tp, p.ep, one.trace.logits.size(),
+      WorstRow(got.trace, one.trace, std::min(got.trace.logits.size(), one.trace.logits.size())),
+      got.trace.tokens == one.trace.tokens ? "equal" : "differ");
+  for (const auto& [name, want] : one.tensors) {
+    CAPTURE(name);
+    const HostTensor* b = Find(got.tensors, name);
+    REQUIRE(b != nullptr);
+    const double d = Distance(*b, want);
+    std::printf("    %-24s %.3g\n", name.c_str(), d);
+    if (name == "hidden_states.1") CHECK(d <= first_layer_rel_l2);
+  }
+}
+
 void CheckRunnerParity(const std::string& set, const std::string& device,
-                       const engine::ModelInputs& prompt, Parallel p, const ParityTolerance& tol) {
+                       const engine::ModelInputs& prompt, Parallel p, const ParityTolerance& tol,
+                       int64_t last_rows) {
   CAPTURE(set);
   CAPTURE(device);
   CAPTURE(p.tp);
   CAPTURE(p.ep);
-  if (tol.against_reference) return CheckAgainstReference(set, device, prompt, p, tol);
-  // The single-rank trace of each (set, device), computed once.
+  if (tol.against_reference) return CheckAgainstReference(set, device, prompt, p, tol, last_rows);
+  // The single-rank trace of each (set, device, prompt), computed once.
   static std::map<std::string, Trace> single;
   std::string key = set;
   key += '@';
   key += device;
   key += '#';
   key += std::to_string(prompt.input_ids.size());
-  if (!single.count(key)) single[key] = RunPrompt(*Load(set, device, {1, 1}), prompt, 4);
+  key += '/';
+  key += std::to_string(last_rows);
+  if (!single.count(key))
+    single[key] = RunPrompt(*Load(set, device, {1, 1}), prompt, 4, nullptr, last_rows);
   const Trace& want = single[key];
-  const Trace got = RunPrompt(*Load(set, device, p), prompt, 4);
+  const Trace got = RunPrompt(*Load(set, device, p), prompt, 4, nullptr, last_rows);
   CHECK(got.tokens == want.tokens);
   REQUIRE(got.logits.size() == want.logits.size());
   const double worst = WorstRow(got, want, want.logits.size());
-  std::printf("  %s %s tp %d ep %d: %zu logits rows, worst relative L2 %.2e\n", set.c_str(),
-              device.c_str(), p.tp, p.ep, want.logits.size(), worst);
+  // How far the single rank's greedy choices were from a tie (largest minus second logit).
+  double margin = INFINITY;
+  for (size_t i = want.logits.size() - want.tokens.size(); i < want.logits.size(); ++i) {
+    float first = -INFINITY, second = -INFINITY;
+    for (float v : want.logits[i]) {
+      second = std::max(second, std::min(first, v));
+      first = std::max(first, v);
+    }
+    margin = std::min(margin, static_cast<double>(first - second));
+  }
+  std::printf(
+      "  %s %s tp %d ep %d: %zu logits rows, worst relative L2 %.2e; greedy tokens %s, smallest "
+      "greedy margin %.3g\n",
+      set.c_str(), device.c_str(), p.tp, p.ep, want.logits.size(), worst,
+      got.tokens == want.tokens ? "equal" : "DIFFER", margin);
   CHECK(worst <= tol.logits_rel_l2);
 }
 

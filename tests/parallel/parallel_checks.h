@@ -46,9 +46,19 @@ struct EngineExercise {
   }
 };
 
-// `set` a directory under tests/data holding model/; `device` "cpu" or "cuda".
+// `set` a directory under tests/data holding model/ (or, for CheckRunnerParity, an absolute
+// model directory); `device` "cpu" or "cuda". last_rows: compare only the prompt's last rows'
+// logits (0: every row; long prompts at real vocabularies).
 void CheckRunnerParity(const std::string& set, const std::string& device,
-                       const engine::ModelInputs& prompt, Parallel p, const ParityTolerance& tol);
+                       const engine::ModelInputs& prompt, Parallel p, const ParityTolerance& tol,
+                       int64_t last_rows = 0);
+// Long prompts on random checkpoints at the real widths, where a float32 reference is too
+// slow: the parallel runner's prompt step against the single rank's layer by layer (printed;
+// later layers part wherever bf16 rounding flips a near-tied MSA or expert choice), the first
+// decoder layer's output (before any such choice) within first_layer_rel_l2.
+void CheckLayerwise(const std::string& set, const std::string& device,
+                    const engine::ModelInputs& prompt, Parallel p, int64_t last_rows,
+                    double first_layer_rel_l2);
 EngineExercise CheckEngineParity(const std::string& set, const std::string& device,
                                  const std::vector<engine::ModelInputs>& prompts, Parallel p,
                                  const ParityTolerance& tol);

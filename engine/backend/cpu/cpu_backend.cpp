@@ -331,14 +331,14 @@ class CpuBackend : public Backend {
     });
   }
   void MoeRoute(const DeviceTensor& logits, const DeviceTensor& bias, const DeviceTensor& ids,
-                const DeviceTensor& weights) override {
+                const DeviceTensor& weights, const ExpertRange& local) override {
     const int64_t rows = logits.rows(), E = logits.row_elems(), K = ids.row_elems();
     Check(ids.rows() == rows && weights.numel() == rows * K, "MoeRoute shapes");
     std::vector<int64_t> wide(rows * K);
     k::ParallelFor(rows, 16, [&](int64_t b, int64_t e) {
       k::MoeRouteSigmoid(logits.data<float>() + b * E, e - b, E,
                          bias ? bias.data<float>() : nullptr, K, wide.data() + b * K,
-                         weights.data<float>() + b * K);
+                         weights.data<float>() + b * K, local.first, local.count);
     });
     int32_t* out = ids.data<int32_t>();
     for (int64_t i = 0; i < rows * K; ++i) out[i] = static_cast<int32_t>(wide[i]);

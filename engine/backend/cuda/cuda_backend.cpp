@@ -580,7 +580,7 @@ class CudaBackend : public Backend {
     });
   }
   void MoeRoute(const DeviceTensor& logits, const DeviceTensor& bias, const DeviceTensor& ids,
-                const DeviceTensor& weights) override {
+                const DeviceTensor& weights, const ExpertRange& local) override {
     const int64_t rows = logits.rows(), E = logits.row_elems(), K = ids.row_elems();
     Check(ids.rows() == rows && weights.numel() == rows * K && ids.dtype == DType::kI32 &&
               IsFloatActivation(logits.dtype) && IsFloatActivation(weights.dtype) &&
@@ -589,7 +589,8 @@ class CudaBackend : public Backend {
     Run("MoeRoute", [&] {
       k::MoeRouteSigmoid(logits.data<void>(), ToElem(logits.dtype), rows, E,
                          bias ? bias.data<float>() : nullptr, K, ids.data<int32_t>(),
-                         weights.data<void>(), ToElem(weights.dtype), S());
+                         weights.data<void>(), ToElem(weights.dtype), S(), local.first,
+                         local.count);
     });
   }
   void MoeExperts(const DeviceTensor& x, const DeviceTensor& ids, const DeviceTensor& weights,
