@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tensor / expert parallelism on a machine with 2+ GPUs (nvidia-h100-x2 / nvidia-h200-x2): makes
+# Tensor / expert parallelism on a machine with 2+ GPUs (nvidia-h100-x2 / nvidia-h200-x2; the
+# 4-rank case needs nvidia-h100-x4 / nvidia-h200-x4, and says so on fewer GPUs): makes
 # a random checkpoint at the real text widths (m3-make-random-checkpoint, 4 layers, on /dev/shm),
 # runs cuda_parallel_test (tests/parallel: tp 2, ep 2, tp 2 + ep 2 against one GPU on m3-tiny,
 # m3-alt, the demo model and that checkpoint) and `m3-engine serve --tensor-parallel 2` up to
@@ -39,8 +40,11 @@ export NCCL_NVLS_ENABLE=0
     fi
   done
   export M3_PARALLEL_CHECKPOINT=/dev/shm/m3-random M3_PARALLEL_CHECKPOINT_2L=/dev/shm/m3-random-2l
-  # One process per group of cases, each with its own time limit.
-  for cases in "-tce=*real widths*" "-tc=*4-layer*" "-tc=*2-layer*"; do
+  # One process per group of cases, each with its own time limit (CASES: other groups, e.g.
+  # CASES="-tc=4 GPUs*" on a 4-GPU machine).
+  groups=("-tce=*real widths*" "-tc=*4-layer*" "-tc=*2-layer*" "-tc=4 GPUs*")
+  [ -n "${CASES:-}" ] && groups=("$CASES")
+  for cases in "${groups[@]}"; do
     echo "== cuda_parallel_test $cases ($(date +%T))"
     timeout "${TEST_S:-300}" "$BUILD/bin/cuda_parallel_test" "$cases" 2>&1 | grep -vE "^[IW] [0-9:.]+ "
     echo "cuda_parallel_test $cases exit ${PIPESTATUS[0]}"

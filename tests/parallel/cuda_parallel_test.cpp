@@ -87,10 +87,11 @@ engine::ModelInputs RandomPrompt(int tokens) {
 // the float32 CPU runner like the goldens: the parallel runner's last 16 prompt rows, decodes
 // and every layer no further from float32 than 3x the single GPU's distance + 5e-2, the first
 // layer's output within 2x the single GPU's distance, greedy tokens equal.
+constexpr ParityTolerance kRealWidth{5e-2, 1e-1, true, 3, true};
+
 TEST_CASE("2 GPUs: a random 2-layer checkpoint at the real widths against float32") {
   const char* dir = RealWidthCheckpoint("M3_PARALLEL_CHECKPOINT_2L");
   if (!dir) return;
-  constexpr ParityTolerance kRealWidth{5e-2, 1e-1, true, 3, true};
   for (Parallel p : {Parallel{2, 1}, Parallel{1, 2}, Parallel{2, 2}})
     CheckRunnerParity(dir, "cuda", RandomPrompt(2304), p, kRealWidth, 16);
 }
@@ -102,6 +103,33 @@ TEST_CASE("2 GPUs: a random 4-layer checkpoint at the real widths, layer by laye
   if (!dir) return;
   for (Parallel p : {Parallel{2, 1}, Parallel{1, 2}, Parallel{2, 2}})
     CheckLayerwise(dir, "cuda", RandomPrompt(4096), p, 16, 2e-2);
+}
+
+// 4 ranks, one GPU each, where the machine has them: m3-tiny (4 heads over 2 KV heads: each
+// rank keeps its query heads' KV group; 8 experts, 2 a rank) and the real widths (one KV and
+// index head a rank, 32 experts a rank).
+TEST_CASE("4 GPUs: m3-tiny and the real widths, tp 4 / ep 4 / both") {
+  try {
+    engine::backend::MakeBackend("cuda:3");
+  } catch (const Error& e) {
+    MESSAGE("fewer than 4 GPUs: " << e.what());
+    return;
+  }
+  const GoldenSet& tiny = Golden("m3-tiny");
+  const std::vector<engine::ModelInputs> tiny_prompts = {
+      tiny.Inputs("text"), tiny.Inputs("image"), tiny.Inputs("image2"), tiny.Inputs("video")};
+  const std::initializer_list<Parallel> groups = {{4, 1}, {1, 4}, {4, 4}};
+  EngineExercise exercised;
+  for (Parallel p : groups) {
+    CheckRunnerParity("m3-tiny", "cuda", tiny.Inputs("image"), p, kRandom);
+    exercised += CheckEngineParity("m3-tiny", "cuda", tiny_prompts, p, kRandom);
+  }
+  CHECK(exercised.preemptions > 0);
+  CHECK(exercised.prefix_hit_tokens > 0);
+  if (const char* dir = RealWidthCheckpoint("M3_PARALLEL_CHECKPOINT_2L"))
+    for (Parallel p : groups) CheckRunnerParity(dir, "cuda", RandomPrompt(2304), p, kRealWidth, 16);
+  if (const char* dir = RealWidthCheckpoint("M3_PARALLEL_CHECKPOINT"))
+    for (Parallel p : groups) CheckLayerwise(dir, "cuda", RandomPrompt(4096), p, 16, 2e-2);
 }
 
 TEST_CASE(
