@@ -1,7 +1,8 @@
 // Tensor / expert parallelism on 2 GPUs (NCCL, one rank thread per GPU): tp 2, ep 2 and
-// tp 2 + ep 2 on m3-tiny, m3-alt (ep 2) and the demo model, each against the single GPU and the
-// float32 CPU runner (parallel_checks.h, ParityTolerance), through the runner and through
-// EngineCore (preemption, prefix hits). Its own main: exits 77 (skipped) where fewer than 2
+// tp 2 + ep 2 on m3-tiny, m3-alt (ep 2), the demo model and random checkpoints at the real
+// widths, each against the single GPU and the float32 CPU runner (parallel_checks.h,
+// ParityTolerance), through the runner and through EngineCore (preemption, prefix hits); the
+// same at 4 ranks on a machine with 4 GPUs. Its own main: exits 77 (skipped) where fewer than 2
 // usable GPUs are present.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
