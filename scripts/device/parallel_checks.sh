@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Tensor / expert parallelism on a machine with 2+ GPUs (nvidia-h100-x2 / nvidia-h200-x2; the
-# 4-rank case needs nvidia-h100-x4 / nvidia-h200-x4, and says so on fewer GPUs): makes
-# a random checkpoint at the real text widths (m3-make-random-checkpoint, 4 layers, on /dev/shm),
+# 4-rank case needs nvidia-h100-x4 / nvidia-h200-x4, and says so on fewer GPUs): makes random
+# checkpoints at the real text widths (m3-make-random-checkpoint, 4 and 2 layers, on /dev/shm),
 # runs cuda_parallel_test (tests/parallel: tp 2, ep 2, tp 2 + ep 2 against one GPU on m3-tiny,
-# m3-alt, the demo model and that checkpoint) and `m3-engine serve --tensor-parallel 2` up to
-# its listening line, from the carried bundle: build here with
+# m3-alt, the demo model and those checkpoints; tp 4 / ep 4 / both on m3-tiny and the
+# checkpoints) and `m3-engine serve --tensor-parallel 2` up to its listening line, from the
+# carried bundle (env: CASES, TEST_S): build here with
 #   cmake -S . -B B -G Ninja -DCMAKE_BUILD_TYPE=Release -DM3_CUDA=ON -DM3_USE_BLAS=OFF
 #   cmake --build B --target m3-engine cuda_test cuda_serve_test cuda_parallel_test \
 #     m3-make-random-checkpoint m3-bench-serve
