@@ -7,6 +7,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,11 +33,16 @@ namespace {
 constexpr ParityTolerance kDemo{5e-2, 1e-1, true, 3, true};
 constexpr ParityTolerance kRandom{5e-2, 1e-1, true, 3, false};
 
+// The configurations of a group of 2 and of 4 ranks: tp, ep, both.
+using Groups = std::array<Parallel, 3>;
+constexpr Groups kTwo = {{{2, 1}, {1, 2}, {2, 2}}};
+constexpr Groups kFour = {{{4, 1}, {1, 4}, {4, 4}}};
+
 TEST_CASE("2 GPUs: demo model, tp 2 / ep 2 / tp 2 + ep 2 equal one GPU") {
   std::vector<engine::ModelInputs> prompts;
   for (const DemoPrompt& p : DemoPrompts()) prompts.push_back(p.inputs);
   EngineExercise exercised;
-  for (Parallel p : {Parallel{2, 1}, Parallel{1, 2}, Parallel{2, 2}}) {
+  for (Parallel p : kTwo) {
     CheckRunnerParity("demo-model", "cuda", prompts.back(), p, kDemo);
     exercised += CheckEngineParity("demo-model", "cuda", prompts, p, kDemo);
   }
@@ -44,17 +50,23 @@ TEST_CASE("2 GPUs: demo model, tp 2 / ep 2 / tp 2 + ep 2 equal one GPU") {
   CHECK(exercised.prefix_hit_tokens > 0);
 }
 
-TEST_CASE("2 GPUs: goldens (m3-tiny tp 2 / ep 2 / both, m3-alt ep 2) equal one GPU") {
+// m3-tiny's goldens through the runner and EngineCore (preemption and prefix hits summed over
+// the groups).
+void CheckTiny(const Groups& groups) {
   const GoldenSet& tiny = Golden("m3-tiny");
   const std::vector<engine::ModelInputs> tiny_prompts = {
       tiny.Inputs("text"), tiny.Inputs("image"), tiny.Inputs("image2"), tiny.Inputs("video")};
   EngineExercise exercised;
-  for (Parallel p : {Parallel{2, 1}, Parallel{1, 2}, Parallel{2, 2}}) {
+  for (Parallel p : groups) {
     CheckRunnerParity("m3-tiny", "cuda", tiny.Inputs("image"), p, kRandom);
     exercised += CheckEngineParity("m3-tiny", "cuda", tiny_prompts, p, kRandom);
   }
   CHECK(exercised.preemptions > 0);
   CHECK(exercised.prefix_hit_tokens > 0);
+}
+
+TEST_CASE("2 GPUs: goldens (m3-tiny tp 2 / ep 2 / both, m3-alt ep 2) equal one GPU") {
+  CheckTiny(kTwo);
   const GoldenSet& alt = Golden("m3-alt");
   CheckRunnerParity("m3-alt", "cuda", alt.Inputs("image"), {1, 2}, kRandom);
   CheckEngineParity(
@@ -90,22 +102,29 @@ engine::ModelInputs RandomPrompt(int tokens) {
 // single GPU's distance. Greedy tokens are not compared: one GPU's MSA selections already
 // differ from float32's in 7.5% of the entries (random index weights, near-tied block scores),
 // and on 4 GPUs ep 4's decodes parted from one GPU's while tp 4's did not (docs/PERF.md).
-constexpr ParityTolerance kRealWidth{5e-2, 1e-1, true, 3, false};
-
-TEST_CASE("2 GPUs: a random 2-layer checkpoint at the real widths against float32") {
+void CheckRealWidths2Layers(const Groups& groups) {
   const char* dir = RealWidthCheckpoint("M3_PARALLEL_CHECKPOINT_2L");
   if (!dir) return;
-  for (Parallel p : {Parallel{2, 1}, Parallel{1, 2}, Parallel{2, 2}})
-    CheckRunnerParity(dir, "cuda", RandomPrompt(2304), p, kRealWidth, 16);
+  constexpr ParityTolerance kRealWidth{5e-2, 1e-1, true, 3, false};
+  const engine::ModelInputs prompt = RandomPrompt(2304);
+  for (Parallel p : groups) CheckRunnerParity(dir, "cuda", prompt, p, kRealWidth, 16);
 }
 
 // 4 layers (3 MSA + MoE) and a 4096-token prompt, too slow for the float32 CPU runner: layer by
 // layer against the single GPU (printed), the first layer's output within bf16 rounding.
-TEST_CASE("2 GPUs: a random 4-layer checkpoint at the real widths, layer by layer") {
+void CheckRealWidths4Layers(const Groups& groups) {
   const char* dir = RealWidthCheckpoint("M3_PARALLEL_CHECKPOINT");
   if (!dir) return;
-  for (Parallel p : {Parallel{2, 1}, Parallel{1, 2}, Parallel{2, 2}})
-    CheckLayerwise(dir, "cuda", RandomPrompt(4096), p, 16, 2e-2);
+  const engine::ModelInputs prompt = RandomPrompt(4096);
+  for (Parallel p : groups) CheckLayerwise(dir, "cuda", prompt, p, 16, 2e-2);
+}
+
+TEST_CASE("2 GPUs: a random 2-layer checkpoint at the real widths against float32") {
+  CheckRealWidths2Layers(kTwo);
+}
+
+TEST_CASE("2 GPUs: a random 4-layer checkpoint at the real widths, layer by layer") {
+  CheckRealWidths4Layers(kTwo);
 }
 
 // 4 ranks, one GPU each, where the machine has them: m3-tiny (4 heads over 2 KV heads: each
@@ -118,21 +137,9 @@ TEST_CASE("4 GPUs: m3-tiny and the real widths, tp 4 / ep 4 / both") {
     MESSAGE("fewer than 4 GPUs: " << e.what());
     return;
   }
-  const GoldenSet& tiny = Golden("m3-tiny");
-  const std::vector<engine::ModelInputs> tiny_prompts = {
-      tiny.Inputs("text"), tiny.Inputs("image"), tiny.Inputs("image2"), tiny.Inputs("video")};
-  const std::initializer_list<Parallel> groups = {{4, 1}, {1, 4}, {4, 4}};
-  EngineExercise exercised;
-  for (Parallel p : groups) {
-    CheckRunnerParity("m3-tiny", "cuda", tiny.Inputs("image"), p, kRandom);
-    exercised += CheckEngineParity("m3-tiny", "cuda", tiny_prompts, p, kRandom);
-  }
-  CHECK(exercised.preemptions > 0);
-  CHECK(exercised.prefix_hit_tokens > 0);
-  if (const char* dir = RealWidthCheckpoint("M3_PARALLEL_CHECKPOINT_2L"))
-    for (Parallel p : groups) CheckRunnerParity(dir, "cuda", RandomPrompt(2304), p, kRealWidth, 16);
-  if (const char* dir = RealWidthCheckpoint("M3_PARALLEL_CHECKPOINT"))
-    for (Parallel p : groups) CheckLayerwise(dir, "cuda", RandomPrompt(4096), p, 16, 2e-2);
+  CheckTiny(kFour);
+  CheckRealWidths2Layers(kFour);
+  CheckRealWidths4Layers(kFour);
 }
 
 TEST_CASE(

@@ -39,6 +39,20 @@ double RelL2(const std::vector<float>& got, const std::vector<float>& want) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
+// The key a single-rank run of (set, device, prompt, the prompt rows asked for) is kept under,
+// so the parallel configurations compared with it run it once.
+std::string RunKey(const std::string& set, const std::string& device,
+                   const engine::ModelInputs& prompt, int64_t last_rows) {
+  std::string key = set;  // appended: GCC 12's -Wrestrict misfires on "literal" + string
+  key += '@';
+  key += device;
+  key += '#';
+  key += std::to_string(prompt.input_ids.size());
+  key += '/';
+  key += std::to_string(last_rows);
+  return key;
+}
+
 struct Trace {
   std::vector<int32_t> tokens;
   std::vector<std::vector<float>> logits;  // the prompt's rows asked for, then each decode
@@ -252,8 +266,7 @@ void CheckAgainstReference(const std::string& set, const std::string& device,
   const int decodes = tol.same_tokens ? 4 : 0;
   // The reference and single-rank runs of each (set, device, prompt), computed once.
   static std::map<std::string, std::pair<Captured, Captured>> runs;
-  const std::string key = set + '@' + device + '#' + std::to_string(prompt.input_ids.size()) + '/' +
-                          std::to_string(last_rows) + '/' + std::to_string(decodes);
+  const std::string key = RunKey(set, device, prompt, last_rows) + '/' + std::to_string(decodes);
   if (!runs.count(key))
     runs[key] = {RunCaptured(set, "cpu", {1, 1}, prompt, decodes, last_rows),
                  RunCaptured(set, device, {1, 1}, prompt, decodes, last_rows)};
@@ -304,8 +317,7 @@ void CheckLayerwise(const std::string& set, const std::string& device,
   CAPTURE(p.tp);
   CAPTURE(p.ep);
   static std::map<std::string, Captured> single;
-  const std::string key = set + '@' + device + '#' + std::to_string(prompt.input_ids.size()) + '/' +
-                          std::to_string(last_rows);
+  const std::string key = RunKey(set, device, prompt, last_rows);
   if (!single.count(key)) single[key] = RunCaptured(set, device, {1, 1}, prompt, 4, last_rows);
   const Captured& one = single[key];
   const Captured got = RunCaptured(set, device, p, prompt, 4, last_rows);
@@ -335,13 +347,7 @@ void CheckRunnerParity(const std::string& set, const std::string& device,
   if (tol.against_reference) return CheckAgainstReference(set, device, prompt, p, tol, last_rows);
   // The single-rank trace of each (set, device, prompt), computed once.
   static std::map<std::string, Trace> single;
-  std::string key = set;
-  key += '@';
-  key += device;
-  key += '#';
-  key += std::to_string(prompt.input_ids.size());
-  key += '/';
-  key += std::to_string(last_rows);
+  const std::string key = RunKey(set, device, prompt, last_rows);
   if (!single.count(key))
     single[key] = RunPrompt(*Load(set, device, {1, 1}), prompt, 4, nullptr, last_rows);
   const Trace& want = single[key];
