@@ -7,6 +7,15 @@
 #include <vector>
 
 namespace m3::kernels::cpu {
+namespace {
+
+// The rank-local id of global expert e (-1 where another rank holds it).
+int64_t LocalExpert(int64_t e, int64_t local_first, int64_t local_count) {
+  if (local_count < 0) return e;
+  return e >= local_first && e < local_first + local_count ? e - local_first : -1;
+}
+
+}  // namespace
 
 void MoeRouteSigmoid(const float* logits, int64_t tokens, int64_t experts, const float* bias,
                      int64_t topk, int64_t* ids, float* weights, int64_t local_first,

@@ -15,10 +15,4 @@ void MoeRouteSigmoid(const float* logits, int64_t tokens, int64_t experts, const
                      int64_t topk, int64_t* ids, float* weights, int64_t local_first = 0,
                      int64_t local_count = -1);
 
-// The rank-local id of global expert e (-1 where another rank holds it).
-inline int64_t LocalExpert(int64_t e, int64_t local_first, int64_t local_count) {
-  if (local_count < 0) return e;
-  return e >= local_first && e < local_first + local_count ? e - local_first : -1;
-}
-
 }  // namespace m3::kernels::cpu
