@@ -6,8 +6,8 @@
 // each head from the warps' maxima). 128K at batch 1: 14.6 -> 9.7 us once the per-chunk address
 // arithmetic (a 64-bit division by the page size per 16-byte copy) was gone. FP8 codes become
 // bf16 by integer operations in registers (E4m3x4ToScaledBf16) and an FP8 scan keeps two blocks
-// in flight: 128K batch 1 FP8 scan 8.1 -> 5.8 us. A bf16 scan copies its first key block before
-// waiting on the previous kernel.
+// in flight: 128K batch 1 FP8 scan 8.1 -> 5.8 us (keys partly in L2). Both copy their first key
+// blocks before waiting on the previous kernel.
 // Prefill: 8 warps per block, each one m16 tile of the 128 query vectors (A fragments kept in
 // registers for the whole key range) against all 128 keys of a block (B fragments by ldmatrix
 // from an XOR-swizzled tile), so each warp has its queries' block maxima without a cross-warp
@@ -163,17 +163,16 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     CpAsyncCommit();
   };
 
-  // bf16 keys: the first stage's copies go out before the wait on the previous kernel, so they
-  // overlap its run. The layout and the keys of a block wholly before the row's position were
-  // written before the previous kernel started (the layout is uploaded before a step's kernels;
-  // the block holding the position takes this step's key, written by a kernel in the chain, and
-  // is copied after the wait); scores are written only after it. 128K batch 1 after a step's
-  // key write: 20.5 -> 19.4 us. Not for FP8 keys: there the early copies delayed the key write
-  // before the scan more than they saved (16.2 -> 17.6 us).
-  constexpr bool kEarlyCopies = !kFp8;
+  // The first stages' copies go out before the wait on the previous kernel, so they overlap its
+  // run. The layout and the keys of a block wholly before the row's position were written before
+  // the previous kernel started (the layout is uploaded before a step's kernels; the block
+  // holding the position takes this step's key, written by a kernel in the chain, and is copied
+  // after the wait); scores are written only after it. 128K batch 1 after a step's key write,
+  // bf16 keys: 20.5 -> 19.4 us. FP8 keys, with no key in L2 (the benchmark's data rotating, as
+  // a step's other layers evict it) and runs of 4 blocks: 18.4 -> 17.2 us.
   const int64_t old_end = pos / kBlock;  // blocks below hold earlier steps' keys only
   int early = 0;
-  while (kEarlyCopies && early < S - 1 && b_begin + early < b_end && b_begin + early < old_end) {
+  while (early < S - 1 && b_begin + early < b_end && b_begin + early < old_end) {
     issue(b_begin + early, early);
     ++early;
   }
@@ -579,14 +578,17 @@ void IndexScoresDecode(const bf16* index_q, const IndexKeys& keys, const PagedLa
   // about one wave of resident thread blocks where the work fills it, up to 8 blocks for many
   // sequences (a grid row per sequence: a mixed step's prefill rows launch nothing here).
   // Measured on the H100 at 128K (runs of 1, 2, 3, 4, 8): one sequence is fastest at runs of 3
-  // with bf16 keys (14.4 us; 1024 runs of one block: 16.4 us) and of 2 with FP8 keys (9.2 us;
-  // their stages are half the size, more blocks fit), 32 sequences at runs of 8 (4 for FP8, within
-  // 2%). M3_INDEX_SCAN_RUN overrides it (benchmarking).
+  // with bf16 keys (14.4 us; 1024 runs of one block: 16.4 us), 32 sequences at runs of 8 (4 for
+  // FP8, within 2%). FP8 keys count two thread blocks a SM although four fit (their stages are
+  // half the size): with no key in L2, 128K batch 1 chained with the attention took 16.4 us at
+  // runs of 4 against 16.7 at runs of 2 (17.3 without the early copies); an even split of the
+  // row over 1, 2, 3 or 4 thread blocks a SM gained nothing.
+  // M3_INDEX_SCAN_RUN overrides it (benchmarking).
   static const int forced = [] {
     const char* env = std::getenv("M3_INDEX_SCAN_RUN");
     return env ? std::atoi(env) : 0;
   }();
-  const int64_t slots = (keys.fp8() ? 4 : 3) * int64_t{SmCount()};
+  const int64_t slots = (keys.fp8() ? 2 : 3) * int64_t{SmCount()};
   const int64_t want = forced > 0 ? forced : (layout.seqs * max_blocks + slots - 1) / slots;
   const int bpc = static_cast<int>(want < 1 ? 1 : want > 8 ? 8 : want);
   const dim3 grid(static_cast<unsigned>(layout.seqs), Blocks(max_blocks, bpc));

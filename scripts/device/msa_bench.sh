@@ -15,6 +15,9 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-lin
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv | tee "$OUT/gpu.txt"
 timeout "${BENCH_S:-200}" "$BIN/m3-bench-cuda-msa" "$@" --json "$OUT/m3.json" 2>&1 | tee "$OUT/bench.log"
 echo "m3-bench-cuda-msa rc=${PIPESTATUS[0]}"
+# SDPA's decode data rotates as the bench's does, unless the bench was asked for --warm-l2.
+warm=()
+for a in "$@"; do [ "$a" = --warm-l2 ] && warm=(--warm-l2); done
 timeout "${SDPA_S:-150}" python3 scripts/device/torch_msa_dense_bench.py --json "$OUT/sdpa.json" \
-  --m3-json "$OUT/m3.json" 2>&1 | tee "$OUT/sdpa.log"
+  --m3-json "$OUT/m3.json" "${warm[@]}" 2>&1 | tee "$OUT/sdpa.log"
 echo "torch_msa_dense_bench rc=${PIPESTATUS[0]}"

@@ -3,17 +3,20 @@
 shapes of tests/bench/cuda_msa_bench.cu (64 query / 4 KV heads of 128, GQA): decode at batch 1
 and 32 (one query per sequence against ctx keys) and a causal whole-prompt prefill, at 8K, 32K
 and 128K. Medians of CUDA-event timings after warm-up, fresh random data per size; decode per
-call from a CUDA graph of 20 calls (and eager), prefill eager.
+call from a CUDA graph of 20 calls (and eager), prefill eager. Decode calls rotate through
+enough K/V sets that none finds its data in L2, as m3-bench-cuda-msa's do (--warm-l2: one set).
 
 With --m3-json (the output of m3-bench-cuda-msa --json) it prints the side-by-side table: MSA
 time (indexer + block-sparse attention) against SDPA, and the ratio against the byte roofline
 of the decode step (dense K/V bytes over index-key + selected K/V bytes), its 80% goal.
 
-Usage: torch_msa_dense_bench.py [--contexts 8192,32768,131072] [--batches 1,32] [--json OUT]
-                                [--m3-json M3.json]
+Usage: torch_msa_dense_bench.py [--contexts 8192,32768,131072] [--batches 1,32] [--warm-l2]
+                                [--json OUT] [--m3-json M3.json]
 """
 import argparse
+import itertools
 import json
+import math
 import sys
 
 import torch
@@ -32,7 +35,16 @@ def sdpa(q, k, v, causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
 
 
-def run(kind, ctx, batch, seed):
+def data_sets(bytes_per_call, warm_l2):
+    """m3-bench-cuda-msa's DataSets: 1 where a call reads more than twice the L2, else enough
+    sets that the calls between two uses of one read twice the L2."""
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    if warm_l2 or bytes_per_call >= 2 * l2:
+        return 1
+    return min(32, 1 + math.ceil(2 * l2 / bytes_per_call))
+
+
+def run(kind, ctx, batch, seed, warm_l2):
     g = torch.Generator(device="cuda").manual_seed(seed)
     rows = 1 if kind == "decode" else ctx
 
@@ -41,17 +53,23 @@ def run(kind, ctx, batch, seed):
             torch.bfloat16)
 
     q = rand(batch, Q_HEADS, rows, DIM)
-    k = rand(batch, KV_HEADS, ctx, DIM)
-    v = rand(batch, KV_HEADS, ctx, DIM)
+    kv_bytes = 2 * batch * KV_HEADS * ctx * DIM * 2
+    sets = data_sets(kv_bytes, warm_l2) if kind == "decode" else 1
+    kvs = [(rand(batch, KV_HEADS, ctx, DIM), rand(batch, KV_HEADS, ctx, DIM)) for _ in range(sets)]
     causal = kind == "prefill"
-    fn = lambda: sdpa(q, k, v, causal)  # noqa: E731
+    calls = itertools.count()
+
+    def fn():
+        k, v = kvs[next(calls) % sets]
+        return sdpa(q, k, v, causal)
+
     if kind == "decode":
         out = {"sdpa_ms": graph_median_ms(fn), "eager_sdpa_ms": median_ms(fn, 5, 30)}
     else:
         out = {"sdpa_ms": median_ms(fn, 2, 5)}
-    del q, k, v
+    del q, kvs
     torch.cuda.empty_cache()
-    return {"kind": kind, "ctx": ctx, "batch": batch, **out}
+    return {"kind": kind, "ctx": ctx, "batch": batch, "data_sets": sets, **out}
 
 
 def step_columns(s, r):
@@ -94,6 +112,7 @@ def main():
     ap.add_argument("--contexts", default="8192,32768,131072")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--no-prefill", action="store_true")
+    ap.add_argument("--warm-l2", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--m3-json")
     a = ap.parse_args()
@@ -110,10 +129,10 @@ def main():
         runs = [("decode", b) for b in batches] + ([] if a.no_prefill else [("prefill", 1)])
         for kind, b in runs:
             seed += 1
-            r = run(kind, ctx, b, seed)
+            r = run(kind, ctx, b, seed, a.warm_l2)
             eager = f" (eager {r['eager_sdpa_ms']:.4f} ms)" if "eager_sdpa_ms" in r else ""
-            print(f"SDPA flash {kind:8} ctx {ctx:7d} batch {b:3d}: {r['sdpa_ms']:.4f} ms{eager}",
-                  flush=True)
+            print(f"SDPA flash {kind:8} ctx {ctx:7d} batch {b:3d}: {r['sdpa_ms']:.4f} ms{eager}"
+                  f" ({r['data_sets']} data sets)", flush=True)
             rows.append(r)
     if a.json:
         with open(a.json, "w") as f:

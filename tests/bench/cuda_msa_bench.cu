@@ -3,13 +3,16 @@
 // prefill, at the real shapes (64 query / 4 KV heads of 128, index 4 heads x 128, block 128,
 // top-16, 1 local block, pages of 128). Index keys in bf16 and in FP8 (e4m3 + per-key scale).
 // Medians of CUDA-event timings after warm-up, fresh random data (made on the device) for each
-// size; decode per call from a CUDA graph of 20 calls (as decode steps run), and eager. Prints a
-// table and writes JSON (--json) that scripts/device/torch_msa_dense_bench.py reads to set the
-// PyTorch SDPA (flash) timings of the same sizes beside these.
+// size; decode per call from a CUDA graph of 20 calls (as decode steps run), and eager, the calls
+// rotating through enough data sets that none finds its data in L2 (a decode step's other layers
+// evict it; --warm-l2: every call re-reads the same data). Prints a table and writes JSON
+// (--json) that scripts/device/torch_msa_dense_bench.py reads to set the PyTorch SDPA (flash)
+// timings of the same sizes beside these.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -84,16 +87,17 @@ struct Timing {
 };
 
 // Median of per-call CUDA-event times on stream st after warm-up; a first run above one second
-// is the only run (the slow dense prefills at 128K).
+// is the only run (the slow dense prefills at 128K). f(i) makes the i-th call.
 template <typename F>
 Timing Eager(F&& f, cudaStream_t st, int warmup, int reps) {
   cudaEvent_t a, b;
   Ok(cudaEventCreate(&a), "event");
   Ok(cudaEventCreate(&b), "event");
   std::vector<float> ms;
+  int call = 0;
   auto once = [&] {
     Ok(cudaEventRecord(a, st), "record");
-    f();
+    f(call++);
     Ok(cudaEventRecord(b, st), "record");
     Ok(cudaEventSynchronize(b), "sync");
     float t = 0;
@@ -113,25 +117,27 @@ Timing Eager(F&& f, cudaStream_t st, int warmup, int reps) {
   return {ms[ms.size() / 2], static_cast<int>(ms.size())};
 }
 
-// Per call: f captured `calls` times into one CUDA graph and replayed (median of the replays):
-// GPU time without launch cost, as decode steps run under graphs.
+// Per call: f(0) .. f(calls - 1) captured into one CUDA graph and replayed (median of the
+// replays): GPU time without launch cost, as decode steps run under graphs.
 template <typename F>
 Timing Graph(F&& f, cudaStream_t st, int runs = 9, int calls = 20) {
-  f();
-  f();
+  f(0);
+  f(1);
   Ok(cudaStreamSynchronize(st), "warm-up");
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   Ok(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
-  for (int i = 0; i < calls; ++i) f();
+  for (int i = 0; i < calls; ++i) f(i);
   Ok(cudaStreamEndCapture(st, &graph), "capture end");
   Ok(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-  Timing t = Eager([&] { Ok(cudaGraphLaunch(exec, st), "graph launch"); }, st, 2, runs);
+  Timing t = Eager([&](int) { Ok(cudaGraphLaunch(exec, st), "graph launch"); }, st, 2, runs);
   t.median_ms /= calls;
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   return t;
 }
+
+double g_l2_bytes = 50.0 * 1024 * 1024;  // the device's, set in main
 
 struct Result {
   std::string kind;  // decode | prefill
@@ -149,34 +155,63 @@ struct Result {
   Timing step_msa_bf16, step_msa_fp8, key_write;
   Timing eager_idx_bf16, eager_sparse, eager_dense;
   int64_t fp8_sel_differ = 0, sel_pairs = 0;
+  int data_sets = 1;  // rotated call by call (DataSets)
   double idx_bytes_bf16 = 0, idx_bytes_fp8 = 0, dense_bytes = 0, sparse_bytes = 0;
   double score_flop = 0;
 };
 
-Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_prefill) {
+// How many data sets a decode case rotates through, call by call, so that what a call reads was
+// evicted from L2 by the calls between (as in a decode step, where the rest of the model streams
+// through L2 between two visits of a layer's caches): 1 where one call reads more than twice
+// the L2, else enough sets that the calls between read twice the L2. warm_l2: 1 (the data of
+// the previous call, the same, partly in L2).
+int DataSets(double bytes_per_call, bool warm_l2) {
+  if (warm_l2 || bytes_per_call >= 2.0 * g_l2_bytes) return 1;
+  return static_cast<int>(std::min(32.0, 1.0 + std::ceil(2.0 * g_l2_bytes / bytes_per_call)));
+}
+
+Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_prefill,
+           bool warm_l2) {
   Result res;
   res.kind = prefill ? "prefill" : "decode";
   res.ctx = ctx;
   res.batch = batch;
+  // Bytes a decode step must read per sequence: all index keys, the selected K/V (4 groups x
+  // 16 blocks x 128 keys x K and V), or the whole K/V for dense.
+  const double sel_keys = static_cast<double>(std::min<int64_t>(ctx, kTopK * kBlock));
+  res.idx_bytes_bf16 = static_cast<double>(batch) * ctx * kIdxDim * 2;
+  res.idx_bytes_fp8 = static_cast<double>(batch) * ctx * (kIdxDim + 4);
+  res.sparse_bytes = static_cast<double>(batch) * sel_keys * kKvHeads * kDim * 2 * 2;
+  res.dense_bytes = static_cast<double>(batch) * ctx * kKvHeads * kDim * 2 * 2;
+  // Useful scoring FLOP of a prefill: every (row, head) against its visible keys.
+  res.score_flop = 2.0 * kIdxDim * kIdxHeads * batch * (static_cast<double>(ctx) * (ctx + 1) / 2);
+  // The smallest call's bytes (FP8 MSA) size the rotation: every kind of call is then cold.
+  const int sets = prefill ? 1 : DataSets(res.idx_bytes_fp8 + res.sparse_bytes, warm_l2);
+  res.data_sets = sets;
   const int64_t seqs = batch, rows = prefill ? ctx * batch : batch;
   const int64_t pages_per_seq = (ctx + kPage - 1) / kPage, pages = pages_per_seq * seqs;
-  const int64_t slots = pages * kPage;
+  const int64_t slots = pages * kPage * sets;
 
   // Layout: each decode row at position ctx - 1 (ctx keys), a prefill's rows 0..ctx-1; pages
-  // shuffled over the pool as a long-running cache leaves them.
-  std::vector<int32_t> qs(seqs + 1), cl(seqs), bt(seqs * pages_per_seq);
+  // shuffled over the pool as a long-running cache leaves them, set i's over its own pages.
+  std::vector<int32_t> qs(seqs + 1), cl(seqs), bt(sets * seqs * pages_per_seq);
   for (int64_t s = 0; s <= seqs; ++s) qs[s] = static_cast<int32_t>(prefill ? s * ctx : s);
   for (int64_t s = 0; s < seqs; ++s) cl[s] = static_cast<int32_t>(prefill ? 0 : ctx - 1);
   std::iota(bt.begin(), bt.end(), 0);
   std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::shuffle(bt.begin(), bt.end(), rng);
+  for (int i = 0; i < sets; ++i)
+    std::shuffle(bt.begin() + i * pages, bt.begin() + (i + 1) * pages, rng);
   Buf dqs(qs.size() * 4), dcl(cl.size() * 4), dbt(bt.size() * 4);
   Ok(cudaMemcpy(dqs.p, qs.data(), qs.size() * 4, cudaMemcpyHostToDevice), "copy");
   Ok(cudaMemcpy(dcl.p, cl.data(), cl.size() * 4, cudaMemcpyHostToDevice), "copy");
   Ok(cudaMemcpy(dbt.p, bt.data(), bt.size() * 4, cudaMemcpyHostToDevice), "copy");
-  kc::PagedLayout layout{
-      seqs, rows, dqs.as<int32_t>(), dcl.as<int32_t>(), dbt.as<int32_t>(), pages_per_seq, kPage};
-  SetDecodes(layout, prefill ? 0 : rows, 0);
+  std::vector<kc::PagedLayout> layouts;
+  for (int i = 0; i < sets; ++i) {
+    layouts.push_back({seqs, rows, dqs.as<int32_t>(), dcl.as<int32_t>(),
+                       dbt.as<int32_t>() + i * pages, pages_per_seq, kPage});
+    SetDecodes(layouts.back(), prefill ? 0 : rows, 0);
+  }
+  const kc::PagedLayout& layout = layouts[0];
 
   const size_t kv_n = static_cast<size_t>(slots * kKvHeads * kDim);
   Buf k(kv_n * 2), v(kv_n * 2), ik(slots * kIdxDim * 2), ik8(slots * kIdxDim), iks(slots * 4),
@@ -203,96 +238,99 @@ Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_p
 
   cudaStream_t st;
   Ok(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
-  auto scan16 = [&] {
-    kc::IndexScoresDecode(iq.as<bf16>(), keys16, layout, kIdxHeads, max_blocks, true, scores, st);
+  // Each call below reads the data set its layout names; calls(f) makes f(layout) the i-th call
+  // over set i % sets.
+  using Layout = const kc::PagedLayout&;
+  auto calls = [&](auto f) { return [&layouts, sets, f](int i) { f(layouts[i % sets]); }; };
+  auto scan16 = [&](Layout L) {
+    kc::IndexScoresDecode(iq.as<bf16>(), keys16, L, kIdxHeads, max_blocks, true, scores, st);
   };
-  auto scan8 = [&] {
-    kc::IndexScoresDecode(iq.as<bf16>(), keys8, layout, kIdxHeads, max_blocks, true, scores, st);
+  auto scan8 = [&](Layout L) {
+    kc::IndexScoresDecode(iq.as<bf16>(), keys8, L, kIdxHeads, max_blocks, true, scores, st);
   };
-  auto idx8 = [&] {
-    kc::PagedIndexerSelect(iq.as<bf16>(), keys8, layout, ip, ctx, ws.p, ws_bytes,
-                           sel8.as<int32_t>(), st);
+  auto idx8 = [&](Layout L) {
+    kc::PagedIndexerSelect(iq.as<bf16>(), keys8, L, ip, ctx, ws.p, ws_bytes, sel8.as<int32_t>(),
+                           st);
   };
-  auto idx16 = [&] {
-    kc::PagedIndexerSelect(iq.as<bf16>(), keys16, layout, ip, ctx, ws.p, ws_bytes,
-                           sel.as<int32_t>(), st);
+  auto idx16 = [&](Layout L) {
+    kc::PagedIndexerSelect(iq.as<bf16>(), keys16, L, ip, ctx, ws.p, ws_bytes, sel.as<int32_t>(),
+                           st);
   };
   // After a full selection, so the scores are real ones.
-  auto topk = [&] {
-    kc::IndexTopK(scores, layout, kIdxHeads, kBlock, max_blocks, kTopK, 1, sel.as<int32_t>(), st);
+  auto topk = [&](Layout L) {
+    kc::IndexTopK(scores, L, kIdxHeads, kBlock, max_blocks, kTopK, 1, sel.as<int32_t>(), st);
   };
   // Split-K partials in a workspace made once, as the engine's step workspace holds them (without
   // one, every call allocates from the stream's pool).
   const size_t sparse_ws = kc::PagedAttentionWorkspaceBytes(layout, dims, kTopK);
   const size_t dense_ws = kc::PagedAttentionWorkspaceBytes(layout, dims, 0);
   Buf attn_ws(std::max(sparse_ws, dense_ws));
-  auto sparse_over = [&](const Buf& selection) {
-    kc::PagedBlockSparseAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims,
-                                  selection.as<int32_t>(), kTopK, kBlock, out.as<bf16>(), st,
+  auto sparse = [&](Layout L) {
+    kc::PagedBlockSparseAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), L, dims,
+                                  sel.as<int32_t>(), kTopK, kBlock, out.as<bf16>(), st,
                                   {attn_ws.p, sparse_ws});
   };
-  auto sparse = [&] { sparse_over(sel); };
-  auto msa_over = [&](const kc::IndexKeys& keys, const Buf& selection) {
-    kc::PagedMsaAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), iq.as<bf16>(), keys, layout,
-                          dims, ip, ctx, ws.p, ws_bytes, selection.as<int32_t>(), out.as<bf16>(),
-                          st, {attn_ws.p, sparse_ws});
+  auto msa_over = [&](Layout L, const kc::IndexKeys& keys, const Buf& selection) {
+    kc::PagedMsaAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), iq.as<bf16>(), keys, L, dims,
+                          ip, ctx, ws.p, ws_bytes, selection.as<int32_t>(), out.as<bf16>(), st,
+                          {attn_ws.p, sparse_ws});
   };
   bool selects = false;  // whether the decode attention selects for this batch
-  auto selecting = [&] {
-    selects = kc::PagedMsaDecodeAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims,
-                                          scores, max_blocks, 1, kTopK, kBlock, sel.as<int32_t>(),
+  auto selecting = [&](Layout L) {
+    selects = kc::PagedMsaDecodeAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), L, dims, scores,
+                                          max_blocks, 1, kTopK, kBlock, sel.as<int32_t>(),
                                           out.as<bf16>(), st);
   };
-  auto dense = [&] {
-    kc::PagedAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), layout, dims, out.as<bf16>(), st,
+  auto dense = [&](Layout L) {
+    kc::PagedAttention(q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), L, dims, out.as<bf16>(), st,
                        {attn_ws.p, dense_ws});
   };
   if (!prefill) {
-    res.scan_bf16 = Graph(scan16, st);
-    res.scan_fp8 = Graph(scan8, st);
-    res.idx_fp8 = Graph(idx8, st);
-    res.idx_bf16 = Graph(idx16, st);
-    res.topk = Graph(topk, st);
-    res.sparse = Graph(sparse, st);
-    res.dense = Graph(dense, st);
-    res.msa_fp8 = Graph([&] { msa_over(keys8, sel8); }, st);
-    res.msa_bf16_unfused = Graph(
-        [&] {
-          idx16();
-          sparse();
-        },
-        st);
-    res.msa_bf16 = Graph([&] { msa_over(keys16, sel); }, st);
+    res.scan_bf16 = Graph(calls(scan16), st);
+    res.scan_fp8 = Graph(calls(scan8), st);
+    res.idx_fp8 = Graph(calls(idx8), st);
+    res.idx_bf16 = Graph(calls(idx16), st);
+    res.topk = Graph(calls(topk), st);
+    res.sparse = Graph(calls(sparse), st);
+    res.dense = Graph(calls(dense), st);
+    res.msa_fp8 = Graph(calls([&](Layout L) { msa_over(L, keys8, sel8); }), st);
+    res.msa_bf16_unfused = Graph(calls([&](Layout L) {
+                                   idx16(L);
+                                   sparse(L);
+                                 }),
+                                 st);
+    res.msa_bf16 = Graph(calls([&](Layout L) { msa_over(L, keys16, sel); }), st);
     // Rewrites every row's last key with the codes it has (the same scan input).
-    auto write_key = [&] {
-      kc::QuantizeStepIndexKeysFp8(ik.as<bf16>(), layout, kIdxDim, ik8.as<uint8_t>(),
-                                   iks.as<float>(), st);
+    auto write_key = [&](Layout L) {
+      kc::QuantizeStepIndexKeysFp8(ik.as<bf16>(), L, kIdxDim, ik8.as<uint8_t>(), iks.as<float>(),
+                                   st);
     };
-    res.key_write = Graph(write_key, st);
-    res.step_msa_bf16 = Graph(
-        [&] {
-          write_key();
-          msa_over(keys16, sel);
-        },
-        st);
-    res.step_msa_fp8 = Graph(
-        [&] {
-          write_key();
-          msa_over(keys8, sel8);
-        },
-        st);
-    selecting();
-    if (selects) res.selecting_attention = Graph(selecting, st);
-    res.eager_idx_bf16 = Eager(idx16, st, warm, reps);
-    res.eager_sparse = Eager(sparse, st, warm, reps);
-    res.eager_dense = Eager(dense, st, warm, reps);
+    res.key_write = Graph(calls(write_key), st);
+    res.step_msa_bf16 = Graph(calls([&](Layout L) {
+                                write_key(L);
+                                msa_over(L, keys16, sel);
+                              }),
+                              st);
+    res.step_msa_fp8 = Graph(calls([&](Layout L) {
+                               write_key(L);
+                               msa_over(L, keys8, sel8);
+                             }),
+                             st);
+    selecting(layout);
+    if (selects) res.selecting_attention = Graph(calls(selecting), st);
+    res.eager_idx_bf16 = Eager(calls(idx16), st, warm, reps);
+    res.eager_sparse = Eager(calls(sparse), st, warm, reps);
+    res.eager_dense = Eager(calls(dense), st, warm, reps);
   } else {
-    res.idx_fp8 = Eager(idx8, st, warm, reps);
-    res.idx_bf16 = Eager(idx16, st, warm, reps);
-    res.topk = Eager(topk, st, warm, reps);
-    res.sparse = Eager(sparse, st, warm, reps);
-    if (dense_prefill) res.dense = Eager(dense, st, 1, 3);
+    res.idx_fp8 = Eager(calls(idx8), st, warm, reps);
+    res.idx_bf16 = Eager(calls(idx16), st, warm, reps);
+    res.topk = Eager(calls(topk), st, warm, reps);
+    res.sparse = Eager(calls(sparse), st, warm, reps);
+    if (dense_prefill) res.dense = Eager(calls(dense), st, 1, 3);
   }
+  // Both selections of the same data set, for the comparison below.
+  idx16(layout);
+  idx8(layout);
   Ok(cudaStreamSynchronize(st), "run");
   Ok(cudaStreamDestroy(st), "stream");
 
@@ -307,15 +345,6 @@ Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_p
     res.fp8_sel_differ +=
         !std::equal(a.begin() + i * kTopK, a.begin() + (i + 1) * kTopK, b.begin() + i * kTopK);
   }
-  // Bytes a decode step must read per sequence: all index keys, the selected K/V (4 groups x
-  // 16 blocks x 128 keys x K and V), or the whole K/V for dense.
-  const double sel_keys = static_cast<double>(std::min<int64_t>(ctx, kTopK * kBlock));
-  res.idx_bytes_bf16 = static_cast<double>(batch) * ctx * kIdxDim * 2;
-  res.idx_bytes_fp8 = static_cast<double>(batch) * ctx * (kIdxDim + 4);
-  res.sparse_bytes = static_cast<double>(batch) * sel_keys * kKvHeads * kDim * 2 * 2;
-  res.dense_bytes = static_cast<double>(batch) * ctx * kKvHeads * kDim * 2 * 2;
-  // Useful scoring FLOP of a prefill: every (row, head) against its visible keys.
-  res.score_flop = 2.0 * kIdxDim * kIdxHeads * batch * (static_cast<double>(ctx) * (ctx + 1) / 2);
   return res;
 }
 
@@ -331,7 +360,7 @@ std::string Json(const Result& r) {
                 "\"eager_sparse_attention_ms\":%.5f,\"eager_dense_ms\":%.5f,"
                 "\"msa_bf16_ms\":%.5f,\"msa_fp8_ms\":%.5f,\"msa_bf16_unfused_ms\":%.5f,"
                 "\"selecting_attention_ms\":%.5f,\"step_msa_bf16_ms\":%.5f,"
-                "\"step_msa_fp8_ms\":%.5f,\"key_write_ms\":%.5f}",
+                "\"step_msa_fp8_ms\":%.5f,\"key_write_ms\":%.5f,\"data_sets\":%d}",
                 r.kind.c_str(), static_cast<long long>(r.ctx), static_cast<long long>(r.batch),
                 r.scan_bf16.median_ms, r.scan_fp8.median_ms, r.topk.median_ms, r.idx_bf16.median_ms,
                 r.idx_fp8.median_ms, r.sparse.median_ms, r.dense.median_ms, r.dense.reps,
@@ -340,7 +369,7 @@ std::string Json(const Result& r) {
                 r.eager_idx_bf16.median_ms, r.eager_sparse.median_ms, r.eager_dense.median_ms,
                 r.msa_bf16.median_ms, r.msa_fp8.median_ms, r.msa_bf16_unfused.median_ms,
                 r.selecting_attention.median_ms, r.step_msa_bf16.median_ms,
-                r.step_msa_fp8.median_ms, r.key_write.median_ms);
+                r.step_msa_fp8.median_ms, r.key_write.median_ms, r.data_sets);
   return buf;
 }
 
@@ -358,7 +387,7 @@ bool WriteJson(const char* path, const char* device, const std::vector<std::stri
 int Usage(const char* msg) {
   std::fprintf(stderr,
                "m3-bench-cuda-msa: %s\nusage: m3-bench-cuda-msa [--contexts 8192,32768,131072] "
-               "[--batches 1,32] [--no-prefill] [--no-dense-prefill] [--json FILE]\n",
+               "[--batches 1,32] [--no-prefill] [--no-dense-prefill] [--warm-l2] [--json FILE]\n",
                msg);
   return 2;
 }
@@ -385,7 +414,7 @@ std::vector<int64_t> ParseList(const char* s) {
 
 int main(int argc, char** argv) {
   std::vector<int64_t> contexts{8192, 32768, 131072}, batches{1, 32};
-  bool prefill = true, dense_prefill = true;
+  bool prefill = true, dense_prefill = true, warm_l2 = false;
   const char* json_path = nullptr;
   try {
     for (int i = 1; i < argc; ++i) {
@@ -398,6 +427,8 @@ int main(int argc, char** argv) {
         prefill = false;
       else if (a == "--no-dense-prefill")
         dense_prefill = false;
+      else if (a == "--warm-l2")
+        warm_l2 = true;
       else if (a == "--json" && i + 1 < argc)
         json_path = argv[++i];
       else
@@ -413,7 +444,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "m3-bench-cuda-msa: no usable CUDA GPU\n");
     return 1;
   }
-  std::printf("m3-bench-cuda-msa on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+  g_l2_bytes = prop.l2CacheSize;
+  std::printf("m3-bench-cuda-msa on %s (%d SMs, %d MB L2); decode %s\n", prop.name,
+              prop.multiProcessorCount, prop.l2CacheSize >> 20,
+              warm_l2 ? "re-reads the previous call's data (partly in L2)"
+                      : "rotates data sets so that no call finds its data in L2");
   std::printf("%-8s %7s %5s | %9s %9s %9s | %9s %9s %9s | %9s %10s | %s\n", "kind", "ctx", "batch",
               "scan16", "scan8", "topk", "idx16", "idx8", "sparse", "dense", "dense/msa16",
               "fp8 sel differ");
@@ -425,15 +460,16 @@ int main(int argc, char** argv) {
       for (int64_t b : batches) runs.push_back({false, b});
       if (prefill) runs.push_back({true, 1});
       for (auto [pf, b] : runs) {
-        const Result r = Run(pf, ctx, b, ++seed, dense_prefill);
+        const Result r = Run(pf, ctx, b, ++seed, dense_prefill, warm_l2);
         const double msa = pf ? r.idx_bf16.median_ms + r.sparse.median_ms : r.msa_bf16.median_ms;
         std::printf(
-            "%-8s %7lld %5lld | %9.4f %9.4f %9.4f | %9.4f %9.4f %9.4f | %9.4f %10.2f | %lld/%lld\n",
+            "%-8s %7lld %5lld | %9.4f %9.4f %9.4f | %9.4f %9.4f %9.4f | %9.4f %10.2f | %lld/%lld"
+            " (%d data sets)\n",
             r.kind.c_str(), static_cast<long long>(r.ctx), static_cast<long long>(r.batch),
             r.scan_bf16.median_ms, r.scan_fp8.median_ms, r.topk.median_ms, r.idx_bf16.median_ms,
             r.idx_fp8.median_ms, r.sparse.median_ms, r.dense.median_ms,
             r.dense.reps ? r.dense.median_ms / msa : 0.0, static_cast<long long>(r.fp8_sel_differ),
-            static_cast<long long>(r.sel_pairs));
+            static_cast<long long>(r.sel_pairs), r.data_sets);
         if (!pf)
           std::printf(
               "         chained in one graph: msa16 %.4f msa8 %.4f (msa16 with the top-k kernel "

@@ -5,7 +5,7 @@
 // q heads per KV group, the reference kernel's shapes, an explicit workspace against the pool,
 // a decode step captured once in a CUDA graph and replayed at other context lengths, and the
 // decode attention that selects its blocks from block scores against the top-k kernel followed
-// by the attention (bit for bit).
+// by the attention (bit for bit), alone and chained after the index scan.
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -21,8 +22,10 @@
 #include <vector>
 
 #include "kernels/cpu/paged_attention.h"
+#include "kernels/cuda/msa_index_fp8.cuh"
 #include "kernels/cuda/msa_index_topk.cuh"
 #include "kernels/cuda/paged_attention.cuh"
+#include "kernels/cuda/paged_msa_attention.cuh"
 #include "shared/dtype.h"
 
 namespace m3::test {
@@ -379,6 +382,66 @@ TEST_CASE("decode attention selecting from block scores equals the top-k kernel,
   gl.num_decodes = 0;
   CHECK_FALSE(gpu::PagedMsaDecodeAttention(nullptr, nullptr, nullptr, gl, gd, nullptr, 300, 1, 16,
                                            128, nullptr, nullptr, nullptr));
+}
+
+// The MSA decode chain as a step runs it (PagedMsaAttention: the index scan, then the attention
+// that selects its blocks from the scan's block scores) against the scan, the top-k kernel and
+// the attention one after another, at 128K, for many calls queued back to back on one stream
+// (each call's scan rewrites the scores the previous call's attention read): the same selection
+// and output bit for bit in every call, bf16 and FP8 index keys.
+TEST_CASE("the MSA decode chain equals the unfused chain, call by call") {
+  const Step s = MakeStep({{131071, 1}, {70000, 1}}, 128, 0, 47);
+  const int64_t slots = s.num_pages * s.page_size, D = kReal.dim, rows = s.rows;
+  const gpu::IndexerParams ip{kReal.hkv, 128, 128, 16, 1};
+  std::vector<uint16_t> qb, kb, vb, iqb, ikb;
+  Random(rows * kReal.hq * D, 480, 2.0f, qb);
+  Random(slots * kReal.hkv * D, 481, 1.0f, kb);
+  Random(slots * kReal.hkv * D, 482, 1.0f, vb);
+  Random(rows * ip.num_heads * ip.head_dim, 483, 1.0f, iqb);
+  Random(slots * ip.head_dim, 484, 1.0f, ikb);
+  DeviceArray<uint16_t> dq(qb), dk(kb), dv(vb), diq(iqb), dik(ikb);
+  DeviceArray<uint8_t> codes(slots * ip.head_dim);
+  DeviceArray<float> scales(slots);
+  DeviceArray<int32_t> qs(s.query_start), ctx(s.context_lens), tab(s.tables);
+  const gpu::PagedLayout gl{s.seqs,  s.rows,      qs.ptr,      ctx.ptr,
+                            tab.ptr, s.max_pages, s.page_size, s.num_decodes};
+  const gpu::AttentionDims gd{kReal.hq, kReal.hkv, D, 1.0f / std::sqrt(static_cast<float>(D))};
+  auto bf = [](const DeviceArray<uint16_t>& a) { return reinterpret_cast<gpu::bf16*>(a.ptr); };
+  gpu::QuantizeIndexKeysFp8(bf(dik), slots, ip.head_dim, codes.ptr, scales.ptr, nullptr);
+  const size_t ws_bytes = gpu::IndexerWorkspaceBytes(gl, ip);
+  DeviceArray<uint8_t> ws(ws_bytes);
+  cudaStream_t st = nullptr;
+  Cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  constexpr int kCalls = 12;
+  for (const bool fp8 : {false, true}) {
+    const gpu::IndexKeys keys = fp8 ? gpu::IndexKeys{nullptr, codes.ptr, scales.ptr}
+                                    : gpu::IndexKeys{bf(dik), nullptr, nullptr};
+    DeviceArray<int32_t> sel_ref(ip.num_heads * rows * ip.topk_blocks);
+    DeviceArray<uint16_t> out_ref(rows * kReal.hq * D);
+    gpu::PagedIndexerSelect(bf(diq), keys, gl, ip, 131072, ws.ptr, ws_bytes, sel_ref.ptr, st);
+    gpu::PagedBlockSparseAttention(bf(dq), bf(dk), bf(dv), gl, gd, sel_ref.ptr, ip.topk_blocks,
+                                   ip.block_size, bf(out_ref), st);
+    std::deque<DeviceArray<int32_t>> sels;  // deque: the arrays are not movable
+    std::deque<DeviceArray<uint16_t>> outs;
+    for (int c = 0; c < kCalls; ++c) {
+      sels.emplace_back(sel_ref.n);
+      outs.emplace_back(out_ref.n);
+    }
+    for (int c = 0; c < kCalls; ++c)
+      gpu::PagedMsaAttention(bf(dq), bf(dk), bf(dv), bf(diq), keys, gl, gd, ip, 131072, ws.ptr,
+                             ws_bytes, sels[c].ptr, bf(outs[c]), st);
+    Cuda(cudaStreamSynchronize(st), "MSA chain");
+    const std::vector<int32_t> want_sel = sel_ref.Get();
+    const std::vector<uint16_t> want_out = out_ref.Get();
+    for (int c = 0; c < kCalls; ++c) {
+      INFO((fp8 ? "FP8" : "bf16"), " index keys, call ", c);
+      CHECK(sels[c].Get() == want_sel);
+      CHECK(outs[c].Get() == want_out);
+    }
+    std::printf("  MSA decode chain, %s index keys: %d calls, same selection and output\n",
+                fp8 ? "FP8" : "bf16", kCalls);
+  }
+  cudaStreamDestroy(st);
 }
 
 TEST_CASE("tensor-core prefill attention matches the CPU twin, dense and block-sparse") {
