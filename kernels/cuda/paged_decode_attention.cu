@@ -439,11 +439,55 @@ int SparseClusterSize(int64_t pairs) {
   return pairs * 16 <= SmCount() && Clusters16Fit() ? 16 : 0;
 }
 
+// A cluster CTA has an SM to itself where all the launch's clusters fit that way: its shared
+// memory is raised past half an SM's. At its own 106 KB two CTAs fit an SM, and once the index
+// scan has drained the SMs, two of a cluster may share one: their K/V copies and attention,
+// bound by one SM's latencies rather than by HBM ("The selecting attention phase by phase" in
+// docs/PERF.md), then hold up the cluster's merge. H100, 128K batch 1, no data in L2, bf16 index
+// keys: scan + selecting attention chained 20.6-20.7 -> 20.0-20.1 us, in a step's order (after
+// the key write) 23.3-23.5 -> 21.9-22.0 us; FP8 index keys (a scan block of 50 KB, so the
+// attention still fits beside two) and batch 2 unchanged.
+template <int D, bool kSelect>
+size_t ClusterLaunchSmem(int64_t clusters, int cluster) {
+  constexpr size_t own = ClusterSmemBytes<D>();
+  constexpr int kDevices = 64;
+  static std::atomic<int> resident[kDevices][2] = {};  // clusters of 8 / 16 at one CTA a SM, + 1
+  int dev = 0, per_sm = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices ||
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) !=
+          cudaSuccess) {
+    cudaGetLastError();
+    return own;
+  }
+  const size_t alone = (static_cast<size_t>(per_sm) / 2 + 16) & ~size_t{15};
+  if (alone <= own) return own;
+  std::atomic<int>& known = resident[dev][cluster > 8 ? 1 : 0];
+  int n = known.load(std::memory_order_relaxed);
+  if (n == 0) {
+    int active = 0;
+    try {
+      AllowDynamicShared<DecodeKernel<D, true, kSelect>>(alone);
+      const ChainedLaunch launch(dim3(1, 1, cluster), dim3(1, 1, cluster), kWarps * 32, alone,
+                                 nullptr);
+      if (cudaOccupancyMaxActiveClusters(&active, DecodeKernel<D, true, kSelect>, &launch.config) !=
+          cudaSuccess)
+        active = 0;
+    } catch (const std::runtime_error&) {
+      active = 0;
+    }
+    cudaGetLastError();
+    n = active + 1;
+    known.store(n, std::memory_order_relaxed);
+  }
+  return clusters <= n - 1 ? alone : own;
+}
+
 template <int D, bool kSelect>
 void LaunchClusters(const Args& a, dim3 grid, int cluster, cudaStream_t stream) {
   PrepareClusterKernel<D, kSelect>(cluster);
+  const int64_t clusters = int64_t{grid.x} * grid.y * grid.z / cluster;
   LaunchClustersAfterPrior(DecodeKernel<D, true, kSelect>, grid, dim3(1, 1, cluster), kWarps * 32,
-                           ClusterSmemBytes<D>(), stream, a);
+                           ClusterLaunchSmem<D, kSelect>(clusters, cluster), stream, a);
 }
 
 template <int D>
