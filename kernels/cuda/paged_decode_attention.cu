@@ -398,6 +398,26 @@ void PrepareClusterKernel(int cluster) {
   }
 }
 
+// How many clusters of `cluster` CTAs of the cluster kernel, each CTA taking `smem` bytes, can be
+// resident at once on the current device (0: none, or the query failed).
+template <int D, bool kSelect>
+int ActiveClusters(int cluster, size_t smem) {
+  int active = 0;
+  try {
+    PrepareClusterKernel<D, kSelect>(cluster);
+    AllowDynamicShared<DecodeKernel<D, true, kSelect>>(smem);
+    const ChainedLaunch launch(dim3(1, 1, cluster), dim3(1, 1, cluster), kWarps * 32, smem,
+                               nullptr);
+    if (cudaOccupancyMaxActiveClusters(&active, DecodeKernel<D, true, kSelect>, &launch.config) !=
+        cudaSuccess)
+      active = 0;
+  } catch (const std::runtime_error&) {
+    active = 0;
+  }
+  cudaGetLastError();
+  return active;
+}
+
 // Whether clusters of 16 CTAs (non-portable; H100: yes) can be resident on this device, asked
 // once per device.
 bool Clusters16Fit() {
@@ -406,22 +426,8 @@ bool Clusters16Fit() {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices) return false;
   if (const int known = cached[dev].load(std::memory_order_relaxed)) return known == 2;
-  bool fits = false;
-  try {
-    PrepareClusterKernel<128>(16);
-    PrepareClusterKernel<128, true>(16);
-    const ChainedLaunch launch(dim3(1, 1, 16), dim3(1, 1, 16), kWarps * 32, ClusterSmemBytes<128>(),
-                               nullptr);
-    int plain = 0, selecting = 0;
-    fits = cudaOccupancyMaxActiveClusters(&plain, DecodeKernel<128, true>, &launch.config) ==
-               cudaSuccess &&
-           cudaOccupancyMaxActiveClusters(&selecting, DecodeKernel<128, true, true>,
-                                          &launch.config) == cudaSuccess &&
-           plain > 0 && selecting > 0;
-  } catch (const std::runtime_error&) {
-    fits = false;
-  }
-  cudaGetLastError();
+  const bool fits = ActiveClusters<128, false>(16, ClusterSmemBytes<128>()) > 0 &&
+                    ActiveClusters<128, true>(16, ClusterSmemBytes<128>()) > 0;
   cached[dev].store(fits ? 2 : 1, std::memory_order_relaxed);
   return fits;
 }
@@ -465,19 +471,7 @@ size_t ClusterLaunchSmem(int64_t clusters, int cluster) {
   std::atomic<int>& known = resident[dev][cluster > 8 ? 1 : 0];
   int n = known.load(std::memory_order_relaxed);
   if (n == 0) {
-    int active = 0;
-    try {
-      AllowDynamicShared<DecodeKernel<D, true, kSelect>>(alone);
-      const ChainedLaunch launch(dim3(1, 1, cluster), dim3(1, 1, cluster), kWarps * 32, alone,
-                                 nullptr);
-      if (cudaOccupancyMaxActiveClusters(&active, DecodeKernel<D, true, kSelect>, &launch.config) !=
-          cudaSuccess)
-        active = 0;
-    } catch (const std::runtime_error&) {
-      active = 0;
-    }
-    cudaGetLastError();
-    n = active + 1;
+    n = ActiveClusters<D, kSelect>(cluster, alone) + 1;
     known.store(n, std::memory_order_relaxed);
   }
   return clusters <= n - 1 ? alone : own;
