@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 
 #include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/cluster_mailbox.cuh"
@@ -458,23 +459,29 @@ template <int D, bool kSelect>
 size_t ClusterLaunchSmem(int64_t clusters, int cluster) {
   constexpr size_t own = ClusterSmemBytes<D>();
   constexpr int kDevices = 64;
-  static std::atomic<int> resident[kDevices][2] = {};  // clusters of 8 / 16 at one CTA a SM, + 1
-  int dev = 0, per_sm = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices ||
-      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) !=
-          cudaSuccess) {
+  struct Alone {
+    size_t smem = 0;   // past half an SM's shared memory
+    int clusters = 0;  // of `cluster` CTAs resident at once with it (0: never alone)
+  };
+  static std::once_flag once[kDevices][2];  // clusters of 8 / 16
+  static Alone alone[kDevices][2];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices) {
     cudaGetLastError();
     return own;
   }
-  const size_t alone = (static_cast<size_t>(per_sm) / 2 + 16) & ~size_t{15};
-  if (alone <= own) return own;
-  std::atomic<int>& known = resident[dev][cluster > 8 ? 1 : 0];
-  int n = known.load(std::memory_order_relaxed);
-  if (n == 0) {
-    n = ActiveClusters<D, kSelect>(cluster, alone) + 1;
-    known.store(n, std::memory_order_relaxed);
-  }
-  return clusters <= n - 1 ? alone : own;
+  const int c = cluster > 8 ? 1 : 0;
+  std::call_once(once[dev][c], [&] {
+    int per_sm = 0;
+    if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    const size_t smem = (static_cast<size_t>(per_sm) / 2 + 16) & ~size_t{15};
+    if (smem > own) alone[dev][c] = {smem, ActiveClusters<D, kSelect>(cluster, smem)};
+  });
+  return clusters <= alone[dev][c].clusters ? alone[dev][c].smem : own;
 }
 
 template <int D, bool kSelect>

@@ -137,8 +137,6 @@ Timing Graph(F&& f, cudaStream_t st, int runs = 9, int calls = 20) {
   return t;
 }
 
-double g_l2_bytes = 50.0 * 1024 * 1024;  // the device's, set in main
-
 struct Result {
   std::string kind;  // decode | prefill
   int64_t ctx = 0, batch = 0;
@@ -166,8 +164,12 @@ struct Result {
 // the L2, else enough sets that the calls between read twice the L2. warm_l2: 1 (the data of
 // the previous call, the same, partly in L2).
 int DataSets(double bytes_per_call, bool warm_l2) {
-  if (warm_l2 || bytes_per_call >= 2.0 * g_l2_bytes) return 1;
-  return static_cast<int>(std::min(32.0, 1.0 + std::ceil(2.0 * g_l2_bytes / bytes_per_call)));
+  int dev = 0, l2_int = 0;
+  Ok(cudaGetDevice(&dev), "device");
+  Ok(cudaDeviceGetAttribute(&l2_int, cudaDevAttrL2CacheSize, dev), "L2 size");
+  const double l2 = l2_int;
+  if (warm_l2 || bytes_per_call >= 2.0 * l2) return 1;
+  return static_cast<int>(std::min(32.0, 1.0 + std::ceil(2.0 * l2 / bytes_per_call)));
 }
 
 Result Run(bool prefill, int64_t ctx, int64_t batch, uint64_t seed, bool dense_prefill,
@@ -444,7 +446,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "m3-bench-cuda-msa: no usable CUDA GPU\n");
     return 1;
   }
-  g_l2_bytes = prop.l2CacheSize;
   std::printf("m3-bench-cuda-msa on %s (%d SMs, %d MB L2); decode %s\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20,
               warm_l2 ? "re-reads the previous call's data (partly in L2)"
