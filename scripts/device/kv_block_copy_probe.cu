@@ -4,13 +4,16 @@
 // cache's 1 KB stride of 4 KV heads, or contiguous as a head-major layout would hold them) into
 // shared memory, 64 blocks of 128 keys or 128 blocks of 64 keys (4 MB either way), by 16-byte
 // cp.async (as kernels/cuda/paged_decode_attention.cu), by one bulk copy (TMA, mbarrier) per 256-B
-// row, or by four TMA tensor boxes (64 dims x the keys, 128-byte swizzle) for K and V. Prints, per
-// way, the kernel time and the median over the blocks of the cycles from the first copy issued to
-// the last byte in: from HBM after a 256 MB memset (L2 full of dirty lines, whose write-backs the
-// copy then waits behind), from HBM after reading 256 MB (L2 full of clean lines, as after the
-// index scan), and from L2 (right after the same copy). Build and run on the GPU machine: nvcc
-// -std=c++17 -O3 -arch=sm_90 -o /tmp/kvprobe
-//   scripts/device/kv_block_copy_probe.cu && /tmp/kvprobe
+// row, or by four TMA tensor boxes (64 dims x the keys, 128-byte swizzle) for K and V.
+//
+// Prints, per way, the kernel time and the median over the blocks of the cycles from the first
+// copy issued to the last byte in: from HBM after a 256 MB memset (L2 full of dirty lines, whose
+// write-backs the copy then waits behind), from HBM after reading 256 MB (L2 full of clean lines,
+// as after the index scan), and from L2 (right after the same copy).
+//
+// Build and run on the GPU machine:
+//   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/kvprobe scripts/device/kv_block_copy_probe.cu
+//   /tmp/kvprobe
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
