@@ -1,9 +1,8 @@
 // A probe of what a grid-wide handoff costs on the GPU, for the batch-1 MSA decode chain (index
 // scan, then the selecting attention: PERF.md, "The last leads for 128K batch 1"), where a kernel
-// boundary
-// under programmatic dependent launch sits between the scan's last store and the attention's
-// first read. Each way runs 256 rounds of "every thread block reads a word its neighbour wrote
-// last round, then writes its own", one round per handoff:
+// boundary under programmatic dependent launch sits between the scan's last store and the
+// attention's first read. Each way runs 256 rounds of "every thread block reads a word its
+// neighbour wrote last round, then writes its own", one round per handoff:
 //   - plain:       one kernel a round, captured in a graph (ordinary stream order);
 //   - chained:     the same kernels with programmatic dependent launch (griddepcontrol.wait at the
 //                  start, launch_dependents after it), as kernels/cuda/cuda_util.cuh chains them;
