@@ -30,17 +30,18 @@ namespace {
 
 constexpr int kRounds = 256, kThreads = 128, kRuns = 9;
 
-__device__ __forceinline__ uint32_t Neighbour(const uint32_t* words, int round) {
+// One round of a block: read what the neighbouring block wrote last round (past this SM's cache:
+// within one kernel it may have been written just now), write this block's word.
+__device__ __forceinline__ void Handoff(uint32_t* words, int round) {
+  if (threadIdx.x != 0) return;
   const unsigned n = gridDim.x, b = blockIdx.x;
-  return words[(round & 1) * n + (b + 1) % n];
+  const uint32_t v = *reinterpret_cast<volatile uint32_t*>(&words[(round & 1) * n + (b + 1) % n]);
+  words[((round + 1) & 1) * n + b] = v + 1;
 }
 
 __global__ void Round(uint32_t* words, int round, bool chained) {
   if (chained) asm volatile("griddepcontrol.wait;\ngriddepcontrol.launch_dependents;" ::: "memory");
-  if (threadIdx.x == 0) {
-    const uint32_t v = Neighbour(words, round) + 1;
-    words[((round + 1) & 1) * gridDim.x + blockIdx.x] = v;
-  }
+  Handoff(words, round);
 }
 
 // Sense-reversing barrier: the last arrival resets the count and bumps the generation.
@@ -64,12 +65,7 @@ __device__ void CounterBarrier(unsigned* count, volatile unsigned* generation) {
 
 __global__ void Persistent(uint32_t* words, unsigned* barrier, bool grid_sync) {
   for (int round = 0; round < kRounds; ++round) {
-    if (threadIdx.x == 0) {
-      const uint32_t v = *reinterpret_cast<volatile uint32_t*>(
-                             &words[(round & 1) * gridDim.x + (blockIdx.x + 1) % gridDim.x]) +
-                         1;
-      words[((round + 1) & 1) * gridDim.x + blockIdx.x] = v;
-    }
+    Handoff(words, round);
     if (grid_sync)
       cg::this_grid().sync();
     else
