@@ -46,28 +46,6 @@ __device__ void StageX(const __nv_bfloat16* x, uint4* xs) {
   __syncthreads();
 }
 
-// A warp a row, four 16-byte loads a lane in flight (as DotRows).
-template <int K>
-__global__ void __launch_bounds__(kThreads)
-    WarpPerRow(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y) {
-  __shared__ uint4 xs[K / 8];
-  StageX<K>(x, xs);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int64_t row = int64_t{blockIdx.x} * kWarps + warp;
-  const uint4* wr = reinterpret_cast<const uint4*>(w + row * K);
-  constexpr int k8 = K / 8, kUnroll = 4;
-  float acc = 0.0f;
-  for (int c0 = lane; c0 < k8; c0 += 32 * kUnroll) {
-    uint4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = __ldg(wr + c0 + 32 * u);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) acc += Dot8(v[u], xs[c0 + 32 * u]);
-  }
-  acc = WarpSum(acc);
-  if (lane == 0) y[row] = acc;
-}
-
 // The block's eight rows as one region: piece m of warp w is the 512-byte piece 8m + w of it,
 // in row m / (P / 8) (P pieces a row, a multiple of 8), so the warps read neighbouring pieces
 // and the block moves through its rows in address order.
@@ -107,13 +85,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// WarpPerRow chained by programmatic dependent launch, as the engine's kernels are: it waits for
-// the previous kernel before staging x (which that kernel may have written). kEarly: the first
-// kUnroll loads of the warp's weight row (written before any step) go out before the wait, so
-// they overlap the previous kernel's last blocks.
-template <int K, bool kEarly>
+// A warp a row, four 16-byte loads a lane in flight (as DotRows). kChained: launched by
+// programmatic dependent launch, as the engine's kernels are, it waits for the previous kernel
+// before staging x (which that kernel may have written). kEarly: the first four loads of the
+// warp's weight row (written before any step) go out before that wait, so they overlap the
+// previous kernel's last blocks.
+template <int K, bool kChained = false, bool kEarly = false>
 __global__ void __launch_bounds__(kThreads)
-    ChainedRow(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y) {
+    WarpPerRow(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y) {
   __shared__ uint4 xs[K / 8];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int64_t row = int64_t{blockIdx.x} * kWarps + warp;
@@ -124,18 +103,15 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) first[u] = __ldg(wr + lane + 32 * u);
   }
-  asm volatile("griddepcontrol.wait;\ngriddepcontrol.launch_dependents;" ::: "memory");
+  if constexpr (kChained)
+    asm volatile("griddepcontrol.wait;\ngriddepcontrol.launch_dependents;" ::: "memory");
   StageX<K>(x, xs);
   float acc = 0.0f;
   for (int c0 = lane; c0 < k8; c0 += 32 * kUnroll) {
     uint4 v[kUnroll];
-    if (kEarly && c0 == lane) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u] = first[u];
-    } else {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u] = __ldg(wr + c0 + 32 * u);
-    }
+    for (int u = 0; u < kUnroll; ++u)
+      v[u] = kEarly && c0 == lane ? first[u] : __ldg(wr + c0 + 32 * u);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) acc += Dot8(v[u], xs[c0 + 32 * u]);
   }
@@ -217,7 +193,7 @@ double ChainUs(int n, const __nv_bfloat16* pool, size_t pool_bytes, const __nv_b
     config.stream = s;
     config.attrs = &attr;
     config.numAttrs = 1;
-    cudaLaunchKernelEx(&config, ChainedRow<K, kEarly>, pool + (i % sets) * (bytes / 2), x, y);
+    cudaLaunchKernelEx(&config, WarpPerRow<K, true, kEarly>, pool + (i % sets) * (bytes / 2), x, y);
   }
   if (!Ok(cudaStreamEndCapture(s, &graph), "capture") ||
       !Ok(cudaGraphInstantiate(&exec, graph, 0), "instantiate"))

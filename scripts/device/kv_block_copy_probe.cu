@@ -38,6 +38,17 @@ __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Until the transaction barrier's first phase completes (every byte expected has arrived).
+__device__ __forceinline__ void WaitPhase0(uint64_t* bar) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(SmemAddr(bar))
+        : "memory");
+}
+
 // Block b copies keys [half * keys, (half + 1) * keys) of page page_of[b % 64], head b % 4.
 __global__ void __launch_bounds__(kThreads)
     CopyBlock(const uint8_t* k, const uint8_t* v, const int32_t* page_of, int way, int keys,
@@ -84,13 +95,7 @@ __global__ void __launch_bounds__(kThreads)
             : "memory");
       }
     }
-    uint32_t done = 0;
-    while (!done)
-      asm volatile(
-          "{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-          : "=r"(done)
-          : "r"(SmemAddr(&bar))
-          : "memory");
+    WaitPhase0(&bar);
   } else if (way == kBulkStrided) {
     if (tid == 0)
       asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(SmemAddr(&bar)),
@@ -110,13 +115,7 @@ __global__ void __launch_bounds__(kThreads)
           "l"(v + off), "r"(kRowBytes), "r"(SmemAddr(&bar))
           : "memory");
     }
-    uint32_t done = 0;
-    while (!done)
-      asm volatile(
-          "{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-          : "=r"(done)
-          : "r"(SmemAddr(&bar))
-          : "memory");
+    WaitPhase0(&bar);
   } else {
     // Lane l of a warp: chunk l % 16 of one of two keys a step, the warp's quarter of the keys.
     const int warp = tid / 32, lane = tid % 32;
