@@ -211,6 +211,11 @@ double ChainUs(int n, const __nv_bfloat16* pool, size_t pool_bytes, const __nv_b
     cudaEventElapsedTime(&ms, a, b);
     if (run > 0) us.push_back(ms * 1000.0 / kChain);
   }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
 }
