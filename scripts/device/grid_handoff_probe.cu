@@ -141,6 +141,8 @@ int main() {
         MedianUsPerRound([&] { return Ok(cudaGraphLaunch(exec, s), "graph launch"); }, s);
     std::printf("%-34s %6.3f us a round\n",
                 chained ? "chained kernels (PDL), graph" : "plain kernels, graph", us);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
   }
 
   for (int way = 0; way < 3; ++way) {
