@@ -143,7 +143,6 @@ void Shape(int n, const __nv_bfloat16* pool, size_t pool_bytes, const __nv_bfloa
   cudaEventCreate(&b);
   const char* names[3] = {"warp a row (GemvKernel's way)", "block's rows as one region",
                           "streaming read"};
-  std::vector<double> med(3);
   for (int way = 0; way < 3; ++way) {
     std::vector<double> us;
     for (int run = 0; run < 22; ++run) {
@@ -163,8 +162,8 @@ void Shape(int n, const __nv_bfloat16* pool, size_t pool_bytes, const __nv_bfloa
       if (run > 0) us.push_back(ms * 1000.0);
     }
     std::sort(us.begin(), us.end());
-    med[way] = us[us.size() / 2];
-    std::printf("  %-32s %7.2f us  %6.0f GB/s\n", names[way], med[way], bytes / med[way] * 1e-3);
+    const double med = us[us.size() / 2];
+    std::printf("  %-32s %7.2f us  %6.0f GB/s\n", names[way], med, bytes / med * 1e-3);
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);

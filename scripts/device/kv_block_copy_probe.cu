@@ -49,6 +49,16 @@ __device__ __forceinline__ void WaitPhase0(uint64_t* bar) {
         : "memory");
 }
 
+// The box of `map` at element column x, row y into dst, completing on bar.
+__device__ __forceinline__ void LoadBox(void* dst, const CUtensorMap* map, int x, int y,
+                                        uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3}], [%4];" ::"r"(SmemAddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(SmemAddr(bar))
+      : "memory");
+}
+
 // Block b copies keys [half * keys, (half + 1) * keys) of page page_of[b % 64], head b % 4.
 __global__ void __launch_bounds__(kThreads)
     CopyBlock(const uint8_t* k, const uint8_t* v, const int32_t* page_of, int way, int keys,
@@ -79,20 +89,8 @@ __global__ void __launch_bounds__(kThreads)
                    : "memory");
       const int y = page * kPageKeys + half * keys;
       for (int h = 0; h < 2; ++h) {
-        asm volatile(
-            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], "
-            "[%1, "
-            "{%2, %3}], [%4];" ::"r"(SmemAddr(sm + h * keys * 128)),
-            "l"(reinterpret_cast<uint64_t>(&kmap)), "r"(g * kD + h * 64), "r"(y),
-            "r"(SmemAddr(&bar))
-            : "memory");
-        asm volatile(
-            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], "
-            "[%1, "
-            "{%2, %3}], [%4];" ::"r"(SmemAddr(sm + (2 + h) * keys * 128)),
-            "l"(reinterpret_cast<uint64_t>(&vmap)), "r"(g * kD + h * 64), "r"(y),
-            "r"(SmemAddr(&bar))
-            : "memory");
+        LoadBox(sm + h * keys * 128, &kmap, g * kD + h * 64, y, &bar);
+        LoadBox(sm + (2 + h) * keys * 128, &vmap, g * kD + h * 64, y, &bar);
       }
     }
     WaitPhase0(&bar);
