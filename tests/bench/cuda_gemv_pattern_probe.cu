@@ -1,15 +1,14 @@
-// A probe of the decode GEMVs' read pattern (y = W x for one input row, W bf16 [n][k] streamed
-// once): how fast HBM delivers W when each warp streams its own row (kernels/cuda/matmul.cu's
-// GemvKernel: eight rows a block, about 8000 rows in flight over the GPU), when a block's eight
-// warps stream the block's eight rows one after another as one contiguous region (512-byte pieces
-// interleaved over the warps), and a plain streaming read of the same bytes; then the first way
-// chained by programmatic dependent launch, 16 in a graph, with and without each warp's first
-// weight loads issued before the wait on the previous kernel (PERF.md, "The decode GEMVs'
-// loads"). Weight matrices rotate through 400 MB so that no run finds W in L2.
-// Prints the median time and the bytes per second of each way, for the real model's o_proj shape
-// (6144 x 8192) and its q projection's (8192 x 6144).
-// Build and run on the GPU machine: nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/gemvprobe
-//   scripts/device/gemv_pattern_probe.cu && /tmp/gemvprobe
+// m3-probe-gemv-pattern: a probe of the decode GEMVs' read pattern (y = W x for one input row, W
+// bf16 [n][k] streamed once): how fast HBM delivers W when each warp streams its own row
+// (kernels/cuda/matmul.cu's GemvKernel: eight rows a block, about 8000 rows in flight over the
+// GPU), when a block's eight warps stream the block's eight rows one after another as one
+// contiguous region (512-byte pieces interleaved over the warps), and a plain streaming read of the
+// same bytes; then the first way chained by programmatic dependent launch, 16 in a graph, with and
+// without each warp's first weight loads issued before the wait on the previous kernel
+// (docs/perf-log, "The decode GEMVs' loads"). Weight matrices rotate through 400 MB so that no run
+// finds W in L2. Prints the median time and the bytes per second of each way, for the real model's
+// o_proj shape (6144 x 8192) and its q projection's (8192 x 6144).
+// Run on the GPU machine, no arguments (a CMake target of CUDA builds).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -1,19 +1,18 @@
-// A probe of the batch-1 MSA decode attention's key/value copies (PERF.md, "The selecting
-// attention phase by phase in SM cycles" and "The last leads for 128K batch 1"): thread blocks of
-// 128 threads each copy one selected block of keys and values of one KV head (256 B a key, at the
-// cache's 1 KB stride of 4 KV heads, or contiguous as a head-major layout would hold them) into
-// shared memory, 64 blocks of 128 keys or 128 blocks of 64 keys (4 MB either way), by 16-byte
-// cp.async (as kernels/cuda/paged_decode_attention.cu), by one bulk copy (TMA, mbarrier) per 256-B
-// row, or by four TMA tensor boxes (64 dims x the keys, 128-byte swizzle) for K and V.
+// m3-probe-kv-block-copy: a probe of the batch-1 MSA decode attention's key/value copies
+// (docs/perf-log, "The selecting attention phase by phase in SM cycles" and "The last leads for
+// 128K batch 1"): thread blocks of 128 threads each copy one selected block of keys and values of
+// one KV head (256 B a key, at the cache's 1 KB stride of 4 KV heads, or contiguous as a head-major
+// layout would hold them) into shared memory, 64 blocks of 128 keys or 128 blocks of 64 keys (4 MB
+// either way), by 16-byte cp.async (as kernels/cuda/paged_decode_attention.cu), by one bulk copy
+// (TMA, mbarrier) per 256-B row, or by four TMA tensor boxes (64 dims x the keys, 128-byte swizzle)
+// for K and V.
 //
 // Prints, per way, the kernel time and the median over the blocks of the cycles from the first
 // copy issued to the last byte in: from HBM after a 256 MB memset (L2 full of dirty lines, whose
 // write-backs the copy then waits behind), from HBM after reading 256 MB (L2 full of clean lines,
 // as after the index scan), and from L2 (right after the same copy).
 //
-// Build and run on the GPU machine:
-//   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/kvprobe scripts/device/kv_block_copy_probe.cu
-//   /tmp/kvprobe
+// m3-probe-kv-block-copy (a CMake target of CUDA builds); run it on the GPU machine, no arguments.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>

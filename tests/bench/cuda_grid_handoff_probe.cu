@@ -1,8 +1,8 @@
-// A probe of what a grid-wide handoff costs on the GPU, for the batch-1 MSA decode chain (index
-// scan, then the selecting attention: PERF.md, "The last leads for 128K batch 1"), where a kernel
-// boundary under programmatic dependent launch sits between the scan's last store and the
-// attention's first read. Each way runs 256 rounds of "every thread block reads a word its
-// neighbour wrote last round, then writes its own", one round per handoff:
+// m3-probe-grid-handoff: a probe of what a grid-wide handoff costs on the GPU, for the batch-1 MSA
+// decode chain (index scan, then the selecting attention: docs/perf-log, "The last leads for 128K
+// batch 1"), where a kernel boundary under programmatic dependent launch sits between the scan's
+// last store and the attention's first read. Each way runs 256 rounds of "every thread block reads
+// a word its neighbour wrote last round, then writes its own", one round per handoff:
 //   - plain:       one kernel a round, captured in a graph (ordinary stream order);
 //   - chained:     the same kernels with programmatic dependent launch (griddepcontrol.wait at the
 //                  start, launch_dependents after it), as kernels/cuda/cuda_util.cuh chains them;
@@ -14,8 +14,7 @@
 //                  (whether the launch is accepted at all).
 // Prints the median time per round over 9 runs of each, with 132 (or 128) thread blocks of 128
 // threads, one per SM.
-// Build and run on the GPU machine: nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/handoff
-//   scripts/device/grid_handoff_probe.cu && /tmp/handoff
+// m3-probe-grid-handoff (a CMake target of CUDA builds); run it on the GPU machine, no arguments.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 

@@ -1,11 +1,12 @@
-// A probe for compute-sanitizer synccheck and thread-block clusters (PERF.md, "synccheck and
-// clusters above 8"): the decode attention's cluster mailbox protocol alone
-// (kernels/cuda/cluster_mailbox.cuh: barrier init and fence, relaxed cluster arrive, cluster
-// wait, st.async with complete_tx to every rank, the owner's wait for its bytes, a check of
+// m3-probe-cluster-mailbox: a probe for compute-sanitizer synccheck and thread-block clusters
+// (docs/perf-log, "synccheck and clusters above 8"): the decode attention's cluster mailbox
+// protocol alone (kernels/cuda/cluster_mailbox.cuh: barrier init and fence, relaxed cluster arrive,
+// cluster wait, st.async with complete_tx to every rank, the owner's wait for its bytes, a check of
 // every value, the barrier invalidated), in clusters of C CTAs, N clusters, optionally chained
 // launches (programmatic dependent launch) and two control modes without the mailbox.
-// Build and run on the GPU machine: nvcc -std=c++17 -O2 -arch=sm_90 -I. -o /tmp/probe
-//   scripts/device/synccheck_cluster_probe.cu; /tmp/probe C N [runs] [chained 0|1] [mode 0|1|2]
+// Run on the GPU machine (a CMake target of CUDA builds), plain and under
+// `compute-sanitizer --tool synccheck`:
+//   m3-probe-cluster-mailbox C N [runs] [chained 0|1] [mode 0|1|2]
 //   mode 0: the mailbox; 1: two full cluster barriers and a shared store; 2: an empty kernel.
 // Exit 0 when every run completed and every mailbox held what was sent.
 #include <cuda_runtime.h>
