@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # Still-JPEG comparison on the GPU machine, same run, same bytes, same core: builds m3-bench-jpeg
-# alone (M3_IMAGE_BENCH_ONLY: m3_image + libjpeg-turbo from the carried .dev/sysroot, made here
-# by scripts/device/make_sysroot.sh), writes the 1920x1080 test JPEGs
-# (scripts/device/hf_image_processor_bench.py --write-images), times the reference (PIL + HF
+# alone (M3_IMAGE_BENCH_ONLY: m3_image + libjpeg-turbo from the carried build-device/sysroot, made
+# here by scripts/device/make_sysroot.sh), writes the 1920x1080 test JPEGs
+# (tests/bench/torch/hf_image_processor_bench.py --write-images), times the reference (PIL + HF
 # MiniMaxM3VLImageProcessor, one torch thread) on them, then m3-bench-jpeg on the same files,
 # both pinned to one core and one after the other, and prints a side-by-side summary with the
 # libjpeg-turbo floors.
-# Usage (repo root, on the device, with .dev/sysroot carried): bash scripts/device/bench_images.sh
+# Usage (repo root, on the device, with build-device/sysroot carried):
+#   bash scripts/device/bench_images.sh
 # Env: OUT (results; default /tmp/bench_images_out), CORE (default 2), RUNS (default 15),
-# BUILD (build directory; default /tmp/m3-bench-jpeg-build).
+# BUILD (build directory; default /tmp/m3-bench-jpeg-build), SYSROOT (default build-device/sysroot).
 # Results: $OUT/images/*.jpg, reference.json, m3_bench_jpeg.json, summary.json, build.log.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/bench_images_out}"
 CORE="${CORE:-2}"
 RUNS="${RUNS:-15}"
-SYSROOT="$PWD/.dev/sysroot"
+SYSROOT="${SYSROOT:-$PWD/build-device/sysroot}"
 BUILD="${BUILD:-/tmp/m3-bench-jpeg-build}"
 mkdir -p "$OUT"
 if [ ! -f "$SYSROOT/include/jpeglib.h" ] || [ ! -f "$SYSROOT/lib/libjpeg.a" ]; then
@@ -59,7 +60,7 @@ fi
 
 echo "== reference (PIL + HF processor, 1 torch thread), writing the test JPEGs"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONUNBUFFERED=1
-${PIN[@]+"${PIN[@]}"} python3 scripts/device/hf_image_processor_bench.py "$OUT/reference.json" \
+${PIN[@]+"${PIN[@]}"} python3 tests/bench/torch/hf_image_processor_bench.py "$OUT/reference.json" \
   --write-images "$OUT/images" --runs "$RUNS" >/dev/null
 echo "== m3-bench-jpeg (1 thread)"
 ${PIN[@]+"${PIN[@]}"} "$BENCH" --runs "$RUNS" "$OUT"/images/*.jpg >"$OUT/m3_bench_jpeg.json"

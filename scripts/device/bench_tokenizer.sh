@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Tokenizer throughput on the GPU machine: builds m3-bench-tokenizer with g++ against the
-# headers/libraries carried in .dev/sysroot (made here by scripts/device/make_sysroot.sh), then
+# headers/libraries carried in build-device/sysroot (made here by scripts/device/make_sysroot.sh;
+# env SYSROOT: another path), then
 # times it and the Python `tokenizers` library, single-threaded, on the same documents in the
 # same run, checks both produce the same ids, and writes $OUT/tokenizer_bench.json.
-# Usage (repo root, on the device, with .dev/sysroot carried): bash scripts/device/bench_tokenizer.sh
+# Usage (repo root, on the device, with build-device/sysroot carried):
+#   bash scripts/device/bench_tokenizer.sh
 # Env: MB (text size, default 8), RUNS (default 5), TOKENIZER (default the MiniMax tokenizer.json).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/tokenizer_bench_out}"
 mkdir -p "$OUT"
-SYSROOT=.dev/sysroot
+SYSROOT="${SYSROOT:-$PWD/build-device/sysroot}"
 MB="${MB:-8}"
 RUNS="${RUNS:-5}"
 TOKENIZER="${TOKENIZER:-tests/data/tokenizer/tokenizer.json}"

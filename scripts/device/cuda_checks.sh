@@ -1,38 +1,43 @@
 #!/usr/bin/env bash
 # One device run of the CUDA backend's checks (GPU machine: CMake, g++, CUDA, no Debian -dev
-# packages). Headers: carry .dev/device-headers.tar.xz (scripts/device/pack_headers.sh) or
-# .dev/sysroot (scripts/device/make_sysroot.sh), else copies found on the machine. Builds the
-# engine core, the runtime, m3-engine and cuda_test without gRPC (unless BUILD holds them; no
+# packages). Headers: carry build-device/device-headers.tar.xz (scripts/device/pack_headers.sh) or
+# build-device/sysroot (scripts/device/make_sysroot.sh), else copies found on the machine. Builds
+# the engine core, the runtime, m3-engine and cuda_test without gRPC (unless BUILD holds them; no
 # doctest header: m3-engine alone), then runs: the demo model through the CLI on both devices
-# (scripts/device/demo_parity.py), the GPU tests
+# (tests/cuda/demo_parity.py), the GPU tests
 # (kernels against their CPU twins, the goldens, the demo model against the CPU engine, the
 # serving runtime on the CUDA runner), the no-GPU path (CUDA_VISIBLE_DEVICES empty: exit 77),
 # compute-sanitizer memcheck and racecheck over the whole suite (every test but the deliberate
-# out-of-memory one, each case its own process, several at a time: sanitize_cases.sh; hazards
+# out-of-memory one, each case its own process, several at a time: tests/cuda/sanitize_cases.sh; hazards
 # inside cuBLAS's GEMMs counted apart from this project's kernels). Each step has a time limit;
 # one sanitizer tool per call (SANITIZE=memcheck / racecheck) keeps a call inside 10 minutes.
-# With .dev/gpu-bundle.tar.xz carried (scripts/device/pack_gpu_bundle.sh) nothing is built: its
-# binaries run, cuda_serve_test (serve over gRPC) too. Logs under $OUT. Usage (repo root): bash scripts/device/cuda_checks.sh [BUILD_DIR] [TESTS]
+# With build-device/gpu-bundle.tar.xz carried (scripts/device/pack_gpu_bundle.sh) nothing is
+# built: its binaries run, cuda_serve_test (serve over gRPC) too. Logs under $OUT.
+# Usage (repo root): bash scripts/device/cuda_checks.sh [BUILD_DIR] [TESTS]
 #   TESTS: a doctest -tc filter for the cuda_test run (default: every case)
 #   env: SANITIZE=0 skips compute-sanitizer, SANITIZE=memcheck / racecheck runs that tool only
 #   (default both); SAN_JOBS cases at a time (6); SAN_S bounds a tool's run, SAN_CASE_S one case
-#   (seconds); CUDA_TEST_S, PARITY_S bound those steps; SKIP_TESTS=1 goes straight to the tools
+#   (seconds); CUDA_TEST_S, PARITY_S bound those steps; SKIP_TESTS=1 goes straight to the tools;
+#   GPU_BUNDLE, DEVICE_HEADERS, SYSROOT: the carried files (defaults under build-device/)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/cuda_checks_out}"
 BUILD="${1:-/tmp/b-cuda}"
 TESTS="${2:-*}"
+GPU_BUNDLE="${GPU_BUNDLE:-build-device/gpu-bundle.tar.xz}"
+DEVICE_HEADERS="${DEVICE_HEADERS:-build-device/device-headers.tar.xz}"
+SYSROOT="${SYSROOT:-$PWD/build-device/sysroot}"
 mkdir -p "$OUT"
 export PATH="/usr/local/cuda/bin:$PATH"
 step() { echo "== $* ($(date +%T))"; }
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1
   echo "g++: $(g++ --version | head -1); nvcc: $(nvcc --version | tail -1); cmake: $(cmake --version | head -1)"
-  if [ -f .dev/gpu-bundle.tar.xz ]; then
+  if [ -f "$GPU_BUNDLE" ]; then
     # Binaries built on the dev machine (scripts/device/pack_gpu_bundle.sh): put them where
     # their compiled-in paths point (M3_BIN_DIR; the test data under /work/main).
     step "unpacking the carried GPU bundle"
-    mkdir -p /tmp/gpu-bundle && tar -C /tmp/gpu-bundle -xJf .dev/gpu-bundle.tar.xz
+    mkdir -p /tmp/gpu-bundle && tar -C /tmp/gpu-bundle -xJf "$GPU_BUNDLE"
     BUILD="$(cat /tmp/gpu-bundle/BUILD_DIR)"
     mkdir -p "$BUILD" && cp -r /tmp/gpu-bundle/bin "$BUILD/"
     [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
@@ -45,10 +50,10 @@ step() { echo "== $* ($(date +%T))"; }
     ldd "$BUILD/bin/m3-engine" "$BUILD/bin/cuda_test" | grep "not found"
   fi
   # Header-only dependencies: carried, else whatever copies the machine's images hold.
-  include="$PWD/.dev/sysroot/include"
-  if [ -f .dev/device-headers.tar.xz ]; then
+  include="$SYSROOT/include"
+  if [ -f "$DEVICE_HEADERS" ]; then
     include=/tmp/m3-device-headers
-    mkdir -p "$include" && tar -C "$include" -xJf .dev/device-headers.tar.xz
+    mkdir -p "$include" && tar -C "$include" -xJf "$DEVICE_HEADERS"
   elif [ ! -d "$include" ] && [ ! -x "$BUILD/bin/cuda_test" ]; then
     include=""
     for h in nlohmann/json.hpp doctest/doctest.h; do
@@ -75,7 +80,7 @@ step() { echo "== $* ($(date +%T))"; }
   fi
   if [ "${SKIP_TESTS:-0}" != 1 ]; then
     step "demo model through the m3-engine CLI: CPU f32 against CUDA bf16"
-    timeout "${PARITY_S:-150}" python3 scripts/device/demo_parity.py "$BUILD/bin/m3-engine" . /tmp/demo-parity 2>&1 |
+    timeout "${PARITY_S:-150}" python3 tests/cuda/demo_parity.py "$BUILD/bin/m3-engine" . /tmp/demo-parity 2>&1 |
       tee "$OUT/demo_parity.log"
     echo "demo_parity rc=${PIPESTATUS[0]}"
     [ -x "$BUILD/bin/cuda_test" ] || { step "no cuda_test (no doctest header): done"; exit 0; }
@@ -95,7 +100,7 @@ step() { echo "== $* ($(date +%T))"; }
   [ "$san" = 1 ] && san="memcheck racecheck"
   if [ "$san" != 0 ] && command -v compute-sanitizer >/dev/null; then
     # Each tool over the whole suite, every test case in its own process, SAN_JOBS at a time on
-    # the one GPU (scripts/device/sanitize_cases.sh), so a tool's run fits the 10-minute call:
+    # the one GPU (tests/cuda/sanitize_cases.sh), so a tool's run fits the 10-minute call:
     # one after another the cases take far longer under the sanitizers. The deliberate
     # out-of-memory case is left out (its refused allocations are API errors by design, and it
     # would starve the cases beside it). racecheck runs with no kernel filter: with
@@ -107,7 +112,7 @@ step() { echo "== $* ($(date +%T))"; }
     # inside cuBLAS's sm90 GEMMs (nvjet_sm90_*), counted apart; any other hazard fails.
     for tool in $san; do
       step "compute-sanitizer $tool, whole suite, ${SAN_JOBS:-6} cases at a time"
-      timeout "${SAN_S:-540}" bash scripts/device/sanitize_cases.sh "$tool" "$BUILD/bin/cuda_test" \
+      timeout "${SAN_S:-540}" bash tests/cuda/sanitize_cases.sh "$tool" "$BUILD/bin/cuda_test" \
         "$OUT" "${SAN_JOBS:-6}" "${SAN_CASE_S:-480}" 'GPU memory exhaustion*'
       echo "$tool rc=$? (124: time limit)"
     done

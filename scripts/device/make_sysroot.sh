@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Fills .dev/sysroot (git-ignored) with copies of this machine's Debian headers and libraries
+# Fills build-device/sysroot (git-ignored; env SYSROOT: another path) with copies of this machine's Debian headers and libraries
 # that device builds need, for the GPU machine, which has a compiler but no Debian -dev packages:
 # nlohmann-json and doctest (header-only; engine/kernel tests), PCRE2 and utf8proc (the tokenizer,
 # scripts/device/bench_tokenizer.sh), libjpeg-turbo (m3_image and m3-bench-jpeg,
 # scripts/device/bench_images.sh).
-# Run HERE, from anywhere: scripts/device/make_sysroot.sh; then carry .dev/sysroot.
+# Run HERE, from anywhere: scripts/device/make_sysroot.sh; then carry build-device/sysroot.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-SYSROOT="$ROOT/.dev/sysroot"
+SYSROOT="${SYSROOT:-$ROOT/build-device/sysroot}"
 LIBDIR=/usr/lib/x86_64-linux-gnu
 rm -rf "$SYSROOT"
 mkdir -p "$SYSROOT/include" "$SYSROOT/lib"

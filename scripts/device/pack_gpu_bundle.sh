@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs GPU test binaries built HERE (full build with gRPC, no BLAS, so nothing beyond gRPC's
 # libraries needs carrying) with the shared libraries they link that the GPU machine lacks into
-# .dev/gpu-bundle.tar.xz (git-ignored), for scripts/device/cuda_checks.sh: m3-engine (serve
+# build-device/gpu-bundle.tar.xz (git-ignored; env GPU_BUNDLE: another path), for
+# scripts/device/cuda_checks.sh: m3-engine (serve
 # included), cuda_test and cuda_serve_test, stripped, and lib/ (gRPC, protobuf, abseil, re2,
 # c-ares, ...). Left out: glibc, libstdc++, libgcc_s, zlib, OpenSSL and the CUDA libraries,
 # which the machine has. The binaries keep their build directory's absolute test paths
@@ -27,7 +28,8 @@ done | sort -u | while read -r name path; do
   cp -L "$path" "$STAGE/lib/$name"
 done
 strip --strip-unneeded "$STAGE"/lib/* 2>/dev/null || true
-mkdir -p "$ROOT/.dev"
-tar -C "$STAGE" -cJf "$ROOT/.dev/gpu-bundle.tar.xz" BUILD_DIR bin lib
+GPU_BUNDLE="${GPU_BUNDLE:-$ROOT/build-device/gpu-bundle.tar.xz}"
+mkdir -p "$(dirname "$GPU_BUNDLE")"
+tar -C "$STAGE" -cJf "$GPU_BUNDLE" BUILD_DIR bin lib
 rm -rf "$STAGE"
-ls -l "$ROOT/.dev/gpu-bundle.tar.xz"
+ls -l "$GPU_BUNDLE"

@@ -11,24 +11,33 @@
 #     m3-make-random-checkpoint m3-bench-serve
 #   EXTRA_BINS="cuda_parallel_test m3-make-random-checkpoint m3-bench-serve" \
 #     scripts/device/pack_gpu_bundle.sh B
-# and carry .dev/gpu-bundle.tar.xz. NCCL comes from the CUDA toolkit or PyTorch's nvidia-nccl
+# and carry build-device/gpu-bundle.tar.xz (env GPU_BUNDLE: another path). NCCL comes from the CUDA toolkit or PyTorch's nvidia-nccl
 # wheel (libnccl.so.2 is loaded at run time); NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 # Logs under $OUT. Usage (repo root): bash scripts/device/parallel_checks.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/parallel_checks_out}"
+GPU_BUNDLE="${GPU_BUNDLE:-build-device/gpu-bundle.tar.xz}"
 mkdir -p "$OUT"
+# The directory holding libnccl.so.2 (PyTorch's nvidia-nccl wheel, or a CUDA / system install),
+# for LD_LIBRARY_PATH: the engine loads NCCL at run time.
+nccl_dir() {
+  local d
+  d="$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)"
+  [ -f "$d/libnccl.so.2" ] || d="$(dirname "$(find /usr/local /usr/lib /opt -name libnccl.so.2 2>/dev/null | head -1)")"
+  echo "$d"
+}
 export NCCL_NVLS_ENABLE=0
 {
   nvidia-smi --query-gpu=index,name,memory.total --format=csv 2>&1
-  mkdir -p /tmp/gpu-bundle && tar -C /tmp/gpu-bundle -xJf .dev/gpu-bundle.tar.xz
+  mkdir -p /tmp/gpu-bundle && tar -C /tmp/gpu-bundle -xJf "$GPU_BUNDLE"
   BUILD="$(cat /tmp/gpu-bundle/BUILD_DIR)"
   mkdir -p "$BUILD" && cp -r /tmp/gpu-bundle/bin "$BUILD/"
   [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
   (cd tests/data && find . -name '*.tar.xz' | while read -r a; do
     mkdir -p "$BUILD/test-data/$(dirname "$a")" && tar -C "$BUILD/test-data/$(dirname "$a")" -xJf "$a"
   done)
-  nccl="$(bash scripts/device/find_nccl.sh)"
+  nccl="$(nccl_dir)"
   echo "NCCL from: $nccl"
   export LD_LIBRARY_PATH="/tmp/gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${nccl}:${LD_LIBRARY_PATH:-}"
   # Random checkpoints at the real text widths for the real-width cases (4 layers; 2 layers for

@@ -5,9 +5,10 @@
 # else the disk) served by `m3-engine serve --device cuda` with --cuda-graphs on and then off,
 # each driven by m3-bench-serve over gRPC at the given concurrencies. Binaries come from a
 # bundle packed here (scripts/device/pack_gpu_bundle.sh with
-# EXTRA_BINS="m3-bench-serve m3-make-random-checkpoint"), carried at BUNDLE. Logs and results
+# EXTRA_BINS="m3-bench-serve m3-make-random-checkpoint"), carried at BUNDLE (default
+# build-device/gpu-bundle.tar.xz, where that script writes it). Logs and results
 # under $OUT. Each step has a time limit so the run ends inside the device's 10 minutes.
-# Usage (repo root): bash scripts/device/serve_bench.sh BUNDLE [CONC] [PROMPT] [OUTPUT]
+# Usage (repo root): bash scripts/device/serve_bench.sh [BUNDLE] [CONC] [PROMPT] [OUTPUT]
 #   env: BENCH=0 stops after the tests; TESTS=0 skips cuda_test, TESTS_TC picks its cases (default "CUDA graphs*"), TEST_REPEAT
 #        runs it that many times; BENCH_REPEAT runs m3-bench-serve that many times per server;
 #        GRAPHS="on off" (the order of the two serve runs); RUNS (m3-bench-serve --runs, default
@@ -17,11 +18,19 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/serve_bench_out}"
-BUNDLE="$1"
+BUNDLE="${1:-build-device/gpu-bundle.tar.xz}"
 CONC="${2:-1,8,32,64}"
 PROMPT="${3:-8192}"
 OUTPUT="${4:-64}"
 mkdir -p "$OUT"
+# The directory holding libnccl.so.2 (PyTorch's nvidia-nccl wheel, or a CUDA / system install),
+# for LD_LIBRARY_PATH: the engine loads NCCL at run time.
+nccl_dir() {
+  local d
+  d="$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)"
+  [ -f "$d/libnccl.so.2" ] || d="$(dirname "$(find /usr/local /usr/lib /opt -name libnccl.so.2 2>/dev/null | head -1)")"
+  echo "$d"
+}
 step() { echo "== $* ($(date +%T))"; }
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1
@@ -36,7 +45,7 @@ step() { echo "== $* ($(date +%T))"; }
   done)
   # NCCL for --tensor-parallel / --expert-parallel (loaded at run time); NVLink multicast off.
   export NCCL_NVLS_ENABLE=0
-  export LD_LIBRARY_PATH="/tmp/gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:$(bash scripts/device/find_nccl.sh):${LD_LIBRARY_PATH:-}"
+  export LD_LIBRARY_PATH="/tmp/gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:$(nccl_dir):${LD_LIBRARY_PATH:-}"
   ldd "$BUILD/bin/m3-engine" "$BUILD/bin/m3-bench-serve" | grep "not found"
   if [ "${TESTS:-1}" = 1 ]; then
     for i in $(seq 1 "${TEST_REPEAT:-1}"); do

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Run on the GPU machine (device tool): dumps the reference source and makes the extra golden sets.
+# Run on the GPU machine (device tool), from the repository root: dumps the reference source and
+# makes the extra golden sets (m3-alt; the tokenizer corpus, encodings, retrained tokenizer and
+# variants) into $OUT. SHARED: the shared folder beside the repository (its tools/ and golden/),
+# carried; default build-device/shared. Usage: bash scripts/golden/device_goldens.sh
 set -x
-S=${SHARED:-$PWD/.dev/shared}
+S=$(realpath "${SHARED:-$PWD/build-device/shared}")
 cd "$(dirname "$0")"
 R=$(python3 -c "import transformers.models.minimax_m3_vl as m; print(m.__path__[0])")
 tar czf $OUT/ref_src.tgz -C "$R" . 

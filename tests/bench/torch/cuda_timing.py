@@ -1,5 +1,5 @@
-"""CUDA-event timing shared by the PyTorch side-by-side benchmarks (torch_sdpa_bench.py,
-torch_msa_dense_bench.py, torch_layer_bench.py): the median of a callable's GPU time after
+"""CUDA-event timing shared by the PyTorch side-by-side benchmarks (sdpa_bench.py,
+msa_dense_bench.py, layer_bench.py): the median of a callable's GPU time after
 warm-up, and the per-call time of a callable captured many times into one CUDA graph (GPU time
 without launch cost, as the m3 benchmarks time decode steps)."""
 import statistics

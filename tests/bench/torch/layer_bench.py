@@ -14,7 +14,7 @@ the selection as a boolean mask (dense masked attention: stock PyTorch has no bl
 kernel), the router in f32, and the routed experts through torch._grouped_mm (one grouped GEMM
 per projection, no host synchronization; a per-expert loop where it is missing). Decode is timed
 eagerly and, where capture works, replayed as a CUDA graph. Usage:
-  python3 torch_layer_bench.py [--batches 1,8,64] [--context 32768] [--prefill 8192]
+  python3 tests/bench/torch/layer_bench.py [--batches 1,8,64] [--context 32768] [--prefill 8192]
       [--json OUT] [--cpp-json m3-bench-cuda-layer's --json file, for the ratios]
 """
 import argparse

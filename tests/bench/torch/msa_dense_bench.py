@@ -10,8 +10,8 @@ With --m3-json (the output of m3-bench-cuda-msa --json) it prints the side-by-si
 time (indexer + block-sparse attention) against SDPA, and the ratio against the byte roofline
 of the decode step (dense K/V bytes over index-key + selected K/V bytes), its 80% goal.
 
-Usage: torch_msa_dense_bench.py [--contexts 8192,32768,131072] [--batches 1,32] [--warm-l2]
-                                [--json OUT] [--m3-json M3.json]
+Usage: msa_dense_bench.py [--contexts 8192,32768,131072] [--batches 1,32] [--warm-l2]
+                          [--json OUT] [--m3-json M3.json]
 """
 import argparse
 import itertools
@@ -120,9 +120,9 @@ def main():
         contexts = [int(x) for x in a.contexts.split(",")]
         batches = [int(x) for x in a.batches.split(",")]
     except ValueError:
-        sys.exit(f"torch_msa_dense_bench: bad --contexts / --batches: {a.contexts} / {a.batches}")
+        sys.exit(f"msa_dense_bench: bad --contexts / --batches: {a.contexts} / {a.batches}")
     if not torch.cuda.is_available():
-        sys.exit("torch_msa_dense_bench: no CUDA GPU")
+        sys.exit("msa_dense_bench: no CUDA GPU")
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
     rows, seed = [], 100
     for ctx in contexts:

@@ -4,7 +4,7 @@ same device call: decode (one query per sequence) at batch 1 and 32 and causal p
 prompt, at 8K / 32K / 128K context; 64 q / 4 KV heads of 128 (GQA through enable_gqa, so K/V
 are read once per KV head), bf16. Fresh random data per size; CUDA-event medians after warm-up; decode both eagerly and
 replayed from a CUDA graph of 20 calls (per call), as m3-bench-cuda-attention times it.
-Usage: python3 scripts/device/torch_sdpa_bench.py [--quick]   (--quick: 8K and 32K only)"""
+Usage: python3 tests/bench/torch/sdpa_bench.py [--quick]   (--quick: 8K and 32K only)"""
 import sys
 
 import torch
