@@ -8,9 +8,10 @@
 # (kernels against their CPU twins, the goldens, the demo model against the CPU engine, the
 # serving runtime on the CUDA runner), the no-GPU path (CUDA_VISIBLE_DEVICES empty: exit 77),
 # compute-sanitizer memcheck and racecheck over the whole suite (every test but the deliberate
-# out-of-memory one, each case its own process, several at a time: tests/cuda/sanitize_cases.sh; hazards
-# inside cuBLAS's GEMMs counted apart from this project's kernels). Each step has a time limit;
-# one sanitizer tool per call (SANITIZE=memcheck / racecheck) keeps a call inside 10 minutes.
+# out-of-memory one, each case its own process, several at a time: tests/cuda/sanitize_cases.sh;
+# hazards inside cuBLAS's GEMMs counted apart from this project's kernels). Each step has a time
+# limit; one sanitizer tool per call (SANITIZE=memcheck / racecheck) keeps a call inside 10
+# minutes.
 # With build-device/gpu-bundle.tar.xz carried (scripts/device/pack_gpu_bundle.sh) nothing is
 # built: its binaries run, cuda_serve_test (serve over gRPC) too. Logs under $OUT.
 # Usage (repo root): bash scripts/device/cuda_checks.sh [BUILD_DIR] [TESTS]

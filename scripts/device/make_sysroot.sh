@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fills build-device/sysroot (git-ignored; env SYSROOT: another path) with copies of this machine's Debian headers and libraries
-# that device builds need, for the GPU machine, which has a compiler but no Debian -dev packages:
+# Fills build-device/sysroot (git-ignored; env SYSROOT: another path) with copies of this
+# machine's Debian headers and libraries that device builds need, for the GPU machine, which has a compiler but no Debian -dev packages:
 # nlohmann-json and doctest (header-only; engine/kernel tests), PCRE2 and utf8proc (the tokenizer,
 # scripts/device/bench_tokenizer.sh), libjpeg-turbo (m3_image and m3-bench-jpeg,
 # scripts/device/bench_images.sh).

@@ -11,8 +11,9 @@
 #     m3-make-random-checkpoint m3-bench-serve
 #   EXTRA_BINS="cuda_parallel_test m3-make-random-checkpoint m3-bench-serve" \
 #     scripts/device/pack_gpu_bundle.sh B
-# and carry build-device/gpu-bundle.tar.xz (env GPU_BUNDLE: another path). NCCL comes from the CUDA toolkit or PyTorch's nvidia-nccl
-# wheel (libnccl.so.2 is loaded at run time); NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
+# and carry build-device/gpu-bundle.tar.xz (env GPU_BUNDLE: another path). NCCL comes from the
+# CUDA toolkit or PyTorch's nvidia-nccl wheel (libnccl.so.2 is loaded at run time); NVLink
+# multicast stays off (NCCL_NVLS_ENABLE=0).
 # Logs under $OUT. Usage (repo root): bash scripts/device/parallel_checks.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -14,7 +14,8 @@
 // also run the config's 1024-token LM head: its bytes are reported as a second roofline figure
 // beside the layer's). --breakdown adds per-op timings
 // (events around every backend op, in separate op-by-op runs). --json writes the figures for
-// scripts/device/torch_layer_bench.py's side-by-side. docs/PERF.md has the results.
+// tests/bench/torch/layer_bench.py's side-by-side (scripts/device/kernel_bench.sh layer).
+// docs/PERF.md has the results.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 

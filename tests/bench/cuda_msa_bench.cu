@@ -6,7 +6,7 @@
 // size; decode per call from a CUDA graph of 20 calls (as decode steps run), and eager, the calls
 // rotating through enough data sets that none finds its data in L2 (a decode step's other layers
 // evict it; --warm-l2: every call re-reads the same data). Prints a table and writes JSON
-// (--json) that scripts/device/torch_msa_dense_bench.py reads to set the PyTorch SDPA (flash)
+// (--json) that tests/bench/torch/msa_dense_bench.py reads to set the PyTorch SDPA (flash)
 // timings of the same sizes beside these.
 #include <cuda_runtime.h>
 
