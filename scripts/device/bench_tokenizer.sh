@@ -27,7 +27,7 @@ fi
 echo "== build ($(g++ --version | head -1))"
 JOBS="${JOBS:-$(nproc)}"
 objs=()
-for src in gateway/tokenizer/*.cpp shared/error.cpp tests/bench/tokenizer_bench.cpp; do
+for src in gateway/tokenizer/*.cpp gateway/unicode/*.cpp shared/error.cpp tests/bench/tokenizer_bench.cpp; do
   obj="$BUILD/$(echo "$src" | tr / _).o"
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
   g++ -std=c++20 -O3 -DNDEBUG -Wall -Wextra -Wno-unused-parameter -I. -I"$SYSROOT/include" \

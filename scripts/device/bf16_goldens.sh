@@ -11,8 +11,11 @@
 # Usage (repo root): bash scripts/device/bf16_goldens.sh COMPARE_BIN TOOLS_DIR
 set -uo pipefail
 usage="usage: bf16_goldens.sh COMPARE_BIN TOOLS_DIR"
-C="$(realpath "${1:?$usage}")"
-TOOLS="$(realpath "${2:?$usage}")"
+[ $# = 2 ] || { echo "$usage" >&2; exit 2; }
+[ -x "$1" ] || { echo "bf16_goldens.sh: $1 is not an executable cuda_bf16_golden_compare" >&2; exit 2; }
+[ -f "$2/make_golden.py" ] || { echo "bf16_goldens.sh: $2 holds no make_golden.py" >&2; exit 2; }
+C="$(realpath "$1")"
+TOOLS="$(realpath "$2")"
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/bf16_goldens_out}"
 L=/tmp/bf16-goldens-logs

@@ -14,11 +14,18 @@
 #   all but --graphs and --breakdown go to both, e.g. --batches 1,8 --context 32768). Results
 #   and logs under $OUT (default /tmp/kernel_bench_out); env BENCH_S, TORCH_S bound the two steps.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
 usage="usage: kernel_bench.sh attention|msa|layer BIN_DIR [bench args...]"
-KIND="${1:?$usage}"
-BIN="${2:?$usage}"
+[ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
+KIND="$1" BIN="$(realpath "$2")"
 shift 2
+cd "$(dirname "$0")/../.."
+case "$KIND" in
+  attention) BENCH=m3-bench-cuda-attention ;;
+  msa) BENCH=m3-bench-cuda-msa ;;
+  layer) BENCH=m3-bench-cuda-layer ;;
+  *) echo "$usage" >&2; exit 2 ;;
+esac
+[ -x "$BIN/$BENCH" ] || { echo "kernel_bench.sh: no $BENCH in $BIN" >&2; exit 2; }
 OUT="${OUT:-/tmp/kernel_bench_out}"
 TORCH=tests/bench/torch
 mkdir -p "$OUT"
@@ -35,27 +42,23 @@ torch_side() {
 }
 case "$KIND" in
   attention)
-    bench m3-bench-cuda-attention "$@"
+    bench "$BENCH" "$@"
     quick=()
     for a in "$@"; do [ "$a" = --quick ] && quick=(--quick); done
     torch_side sdpa_bench.py "${quick[@]}"
     ;;
   msa)
-    bench m3-bench-cuda-msa "$@" --json "$OUT/m3.json"
+    bench "$BENCH" "$@" --json "$OUT/m3.json"
     # SDPA's decode data rotates as the bench's does, unless the bench was asked for --warm-l2.
     warm=()
     for a in "$@"; do [ "$a" = --warm-l2 ] && warm=(--warm-l2); done
     torch_side msa_dense_bench.py --json "$OUT/sdpa.json" --m3-json "$OUT/m3.json" "${warm[@]}"
     ;;
   layer)
-    bench m3-bench-cuda-layer "$@" --json "$OUT/m3.json"
+    bench "$BENCH" "$@" --json "$OUT/m3.json"
     # The shapes and iteration counts go to both; --graphs and --breakdown are the m3 bench's.
     shared=()
     for a in "$@"; do [ "$a" = --graphs ] || [ "$a" = --breakdown ] || shared+=("$a"); done
     torch_side layer_bench.py "${shared[@]}" --json "$OUT/torch.json" --cpp-json "$OUT/m3.json"
-    ;;
-  *)
-    echo "$usage" >&2
-    exit 2
     ;;
 esac

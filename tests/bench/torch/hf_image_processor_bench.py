@@ -31,7 +31,8 @@ import numpy as np
 from PIL import Image
 
 RUNS = 15
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The repository root: this file is tests/bench/torch/hf_image_processor_bench.py.
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 ASTRONAUT = os.path.join(ROOT, "tests/data/m3-tiny/images/photo_astronaut_512x512.png")
 
 
