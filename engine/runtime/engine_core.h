@@ -2,8 +2,7 @@
 // (Submit / Abort); one engine thread runs the loop: take new requests and aborts, plan a step
 // (Scheduler), run the media encodes it planned (RunScheduledEncodes), run and sample it
 // (ModelRunner::ExecuteAndSample), stream each sequence's new tokens to its OutputSink, finish
-// and free what is done. gRPC (engine/server/), benchmarks and
-// tests drive it the same way.
+// and free what is done. gRPC (engine/server/), benchmarks and tests drive it the same way.
 #pragma once
 
 #include <atomic>

@@ -118,7 +118,7 @@ int64_t Scheduler::PlanMedia(Sequence* seq, int64_t rows, ScheduledStep& step) {
     if (ps.end_position() <= start) continue;
     if (ps.first_position() >= start + rows) break;
     if (seq->features[k]) continue;
-    // Content this step already encodes: the cache will hold it by the time this one needs it.
+    // Content this step already encodes: one encode serves both (through the cache).
     auto planned = std::find_if(step.encodes.begin(), step.encodes.end(),
                                 [&](const ScheduledEncode& e) { return e.placed().key == ps.key; });
     if (planned != step.encodes.end()) {

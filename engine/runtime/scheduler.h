@@ -1,6 +1,6 @@
 // Scheduler: continuous batching, one step at a time. Each step takes the running decodes
 // first (one row each), then prefill chunks (partially prefilled running sequences, then new
-// admissions in arrival order) under a per-step token budget, and builds that step's
+// admissions in arrival order) under a per-step token budget, and lays out that step's
 // ForwardBatch once. When pages run out it preempts the newest running sequence (its pages go
 // back, it recomputes later from the front of the waiting queue) instead of failing.
 //
