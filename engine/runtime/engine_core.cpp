@@ -8,6 +8,7 @@
 #include "engine/backend/make_backend.h"
 #include "engine/runtime/content_hash.h"
 #include "engine/runtime/request_validation.h"
+#include "engine/runtime/scheduled_encodes.h"
 #include "shared/error.h"
 #include "shared/log.h"
 
@@ -70,7 +71,7 @@ EngineCore::EngineCore(std::unique_ptr<ModelRunner> runner, const EngineConfig& 
   kv_ =
       std::make_unique<KvCacheManager>(config_.kv_pages, config_.page_size, config_.prefix_caching);
   encoder_cache_ = std::make_unique<EncoderCache>(config_.encoder_cache_bytes);
-  scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *runner_, *kv_, *encoder_cache_);
+  scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_, *encoder_cache_);
   Log(LogLevel::kInfo, "engine: ", info_.architecture, " on ", info_.device, ", KV ",
       config_.kv_pages, " pages of ", config_.page_size, " tokens (",
       (config_.kv_pages * runner_->KvBytesPerPage(config_.page_size)) >> 20, " MiB), max ",
@@ -280,6 +281,8 @@ void EngineCore::Loop() {
 
 void EngineCore::Step() {
   ScheduledStep step = scheduler_->Schedule();
+  RunScheduledEncodes(step, *runner_, *encoder_cache_);
+  scheduler_->BuildBatch(step);
   for (auto& [seq, err] : step.failed) Finish(seq, FinishReason::kError, err.what(), err.code());
   for (Sequence* seq : step.out_of_capacity) {
     if (scheduler_->Find(seq->id()) != seq) continue;

@@ -1,8 +1,8 @@
 // EngineCore: the serving engine without its front end. Requests come in from any thread
 // (Submit / Abort); one engine thread runs the loop: take new requests and aborts, plan a step
-// (Scheduler), run and sample it (ModelRunner::ExecuteAndSample), stream each sequence's new
-// tokens to its OutputSink, finish and free what is done. gRPC (engine/server/), benchmarks and
-// tests drive it the same way.
+// (Scheduler), run the media encodes it planned (RunScheduledEncodes), run and sample it
+// (ModelRunner::ExecuteAndSample), stream each sequence's new tokens to its OutputSink, finish
+// and free what is done. gRPC (engine/server/), benchmarks and tests drive it the same way.
 #pragma once
 
 #include <atomic>

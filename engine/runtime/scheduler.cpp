@@ -1,5 +1,5 @@
-// Scheduler: step planning (decodes, prefill chunks, admissions, preemption, media encoding)
-// and the ForwardBatch built from the plan.
+// Scheduler: step planning (decodes, prefill chunks, admissions, preemption, the media to
+// encode) and the ForwardBatch laid out from the plan.
 #include "engine/runtime/scheduler.h"
 
 #include <algorithm>
@@ -9,9 +9,19 @@
 
 namespace m3::engine {
 
-Scheduler::Scheduler(const SchedulerConfig& config, ModelRunner& runner, KvCacheManager& kv,
-                     EncoderCache& encoder_cache)
-    : config_(config), runner_(runner), kv_(kv), encoder_cache_(encoder_cache) {
+void ScheduledStep::Unschedule(const Sequence* seq) {
+  auto it = std::find(seqs.begin(), seqs.end(), seq);
+  if (it != seqs.end()) {
+    const auto i = it - seqs.begin();
+    if (i < num_decodes) --num_decodes;
+    seqs.erase(it);
+    rows.erase(rows.begin() + i);
+  }
+  std::erase(out_of_capacity, seq);
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv, EncoderCache& encoder_cache)
+    : config_(config), kv_(kv), encoder_cache_(encoder_cache) {
   Require(config_.max_num_seqs > 0, ErrorCode::kInvalidArgument, "max_num_seqs must be > 0");
   Require(config_.max_batched_tokens >= config_.max_num_seqs, ErrorCode::kInvalidArgument,
           "max_batched_tokens must be at least max_num_seqs (every decode takes a row)");
@@ -57,12 +67,17 @@ std::unique_ptr<Sequence> Scheduler::Remove(const std::string& id) {
   return seq;
 }
 
-void Scheduler::Preempt(Sequence* seq) {
+void Scheduler::Preempt(Sequence* seq, ScheduledStep& step) {
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   kv_.Free(seq->block_table);
   seq->num_computed = 0;
   seq->num_registered_pages = 0;
   for (auto& f : seq->features) f.reset();
+  for (ScheduledEncode& e : step.encodes) {
+    if (e.source.seq == seq) e.source.preempted = true;
+    for (SegmentSlot& s : e.sharers)
+      if (s.seq == seq) s.preempted = true;
+  }
   seq->running = false;
   ++seq->num_preemptions;
   ++total_preemptions_;
@@ -88,7 +103,7 @@ bool Scheduler::EnsurePages(Sequence* seq, int64_t tokens, ScheduledStep& step) 
       }
     }
     if (victim == nullptr) return false;  // everyone newer already runs this step: wait
-    Preempt(victim);
+    Preempt(victim, step);
     ++step.preempted;
     if (victim == seq) return false;
   }
@@ -103,6 +118,13 @@ int64_t Scheduler::PlanMedia(Sequence* seq, int64_t rows, ScheduledStep& step) {
     if (ps.end_position() <= start) continue;
     if (ps.first_position() >= start + rows) break;
     if (seq->features[k]) continue;
+    // Content this step already encodes: one encode serves both (through the cache).
+    auto planned = std::find_if(step.encodes.begin(), step.encodes.end(),
+                                [&](const ScheduledEncode& e) { return e.placed().key == ps.key; });
+    if (planned != step.encodes.end()) {
+      planned->sharers.push_back({seq, k});
+      continue;
+    }
     if (auto hit = encoder_cache_.Find(ps.key)) {
       seq->features[k] = std::move(hit);
       continue;
@@ -111,13 +133,7 @@ int64_t Scheduler::PlanMedia(Sequence* seq, int64_t rows, ScheduledStep& step) {
         step.encoded_tokens + ps.segment.tokens > config_.encoder_budget_tokens) {
       return std::max<int64_t>(ps.first_position(), start) - start;  // stop before it
     }
-    const MediaItem& item = seq->request().media[static_cast<size_t>(ps.item)];
-    auto out =
-        runner_.Encode(item.patches.data() + ps.segment.patch_offset * item.patch_dim, ps.segment);
-    Require(out && out->tokens() == ps.segment.tokens, ErrorCode::kInternal,
-            "the encoder returned the wrong number of feature rows");
-    encoder_cache_.Insert(ps.key, out);
-    seq->features[k] = std::move(out);
+    step.encodes.push_back({.source = {seq, k}, .sharers = {}});
     step.encoded_tokens += ps.segment.tokens;
   }
   return rows;
@@ -136,15 +152,7 @@ ScheduledStep Scheduler::Schedule() {
       continue;
     }
     // The last prompt row may be a placeholder whose segment is not encoded yet.
-    int64_t rows = 1;
-    if (!s->segments().empty()) {
-      try {
-        rows = PlanMedia(s, 1, step);
-      } catch (const Error& e) {
-        step.failed.emplace_back(s, e);
-        rows = 0;
-      }
-    }
+    const int64_t rows = s->segments().empty() ? 1 : PlanMedia(s, 1, step);
     if (rows == 0) {
       ++i;
       continue;
@@ -163,12 +171,7 @@ ScheduledStep Scheduler::Schedule() {
     const int64_t remaining = static_cast<int64_t>(s->tokens().size()) - s->num_computed;
     int64_t rows = std::min(remaining, budget);
     if (config_.max_prefill_chunk > 0) rows = std::min(rows, config_.max_prefill_chunk);
-    try {
-      rows = PlanMedia(s, rows, step);
-    } catch (const Error& e) {
-      step.failed.emplace_back(s, e);
-      return false;
-    }
+    rows = PlanMedia(s, rows, step);
     if (rows <= 0) return false;
     if (admitting) {
       if (kv_.PagesFor(s->num_computed + rows) > kv_.num_pages()) {
@@ -212,9 +215,9 @@ ScheduledStep Scheduler::Schedule() {
       s->num_computed = hit * kv_.page_size();
       s->num_registered_pages = hit;
     }
-    const size_t failed_before = step.failed.size() + step.out_of_capacity.size();
+    const size_t failed_before = step.out_of_capacity.size();
     if (!schedule_chunk(s, true)) {
-      if (step.failed.size() + step.out_of_capacity.size() != failed_before) {
+      if (step.out_of_capacity.size() != failed_before) {
         waiting_.pop_front();  // the engine removes it; it must not block the queue behind it
         continue;
       }
@@ -231,11 +234,12 @@ ScheduledStep Scheduler::Schedule() {
       s->cached_prompt_tokens = std::min(s->num_computed, s->prompt_len());
   }
 
-  BuildBatch(step);
   return step;
 }
 
-void Scheduler::BuildBatch(ScheduledStep& step) {
+void Scheduler::BuildBatch(ScheduledStep& step) const {
+  step.batch = ForwardBatch{};
+  step.sampled.clear();
   ForwardBatch& b = step.batch;
   const int64_t ps = kv_.page_size();
   int64_t total = 0, max_pages = 0;

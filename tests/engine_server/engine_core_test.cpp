@@ -11,7 +11,7 @@
 #include "engine/runtime/engine_core.h"
 #include "shared/error.h"
 #include "tests/engine_server/engine_test_util.h"
-#include "tests/engine_server/toy_runner.h"
+#include "tests/runtime/toy_runner.h"
 
 namespace m3::test {
 namespace {

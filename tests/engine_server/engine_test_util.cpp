@@ -1,7 +1,7 @@
 // RandomToyRequest: prompts of random text with random images and videos placed in them.
 #include "tests/engine_server/engine_test_util.h"
 
-#include "tests/engine_server/toy_runner.h"
+#include "tests/runtime/toy_runner.h"
 
 namespace m3::test {
 

@@ -1,6 +1,6 @@
 // ToyRunner: batch invariant checks, a prefix-dependent "KV" value per position, media
 // features from the patches, logits as a deterministic function of the last position's state.
-#include "tests/engine_server/toy_runner.h"
+#include "tests/runtime/toy_runner.h"
 
 #include <cmath>
 #include <string>
@@ -70,6 +70,9 @@ std::vector<engine::MediaSegment> ToyRunner::SplitMedia(bool video,
 
 std::shared_ptr<const engine::EncoderOutput> ToyRunner::Encode(const float* patches,
                                                                const engine::MediaSegment& seg) {
+  // As the model runners do: non-finite pixels are the caller's error.
+  for (int64_t i = 0; i < seg.patch_rows * kPatchDim; ++i)
+    Require(std::isfinite(patches[i]), ErrorCode::kInvalidArgument, "non-finite pixel value");
   ++encodes;
   std::vector<double> f(static_cast<size_t>(seg.tokens));
   for (int64_t t = 0; t < seg.tokens; ++t) {

@@ -34,7 +34,7 @@ class ToyRunner : public engine::ModelRunner {
   void Execute(const engine::ForwardBatch& batch, std::vector<float>& logits) override;
   void SetCapture(const engine::CaptureRequest&) override {}
 
-  std::atomic<int64_t> encodes{0};
+  std::atomic<int64_t> encodes{0};  // successful Encode calls
   std::atomic<int64_t> steps{0};
   std::atomic<int64_t> max_rows_seen{0};
   std::atomic<int64_t> execute_delay_us{0};  // slows steps so tests can act mid-stream
