@@ -3,7 +3,7 @@
 # libraries needs carrying) with the shared libraries they link that the GPU machine lacks into
 # build-device/gpu-bundle.tar.xz (git-ignored; env GPU_BUNDLE: another path), for
 # scripts/device/cuda_checks.sh: m3-engine (serve
-# included), cuda_test and cuda_serve_test, stripped, and lib/ (gRPC, protobuf, abseil, re2,
+# included), cuda_test, cuda_serve_test and m3-make-random-checkpoint (cuda_test runs it), stripped, and lib/ (gRPC, protobuf, abseil, re2,
 # c-ares, ...). Left out: glibc, libstdc++, libgcc_s, zlib, OpenSSL and the CUDA libraries,
 # which the machine has. The binaries keep their build directory's absolute test paths
 # (M3_TEST_DATA under /work/main, M3_BIN_DIR under BUILD), which the device script recreates.
@@ -17,7 +17,7 @@ BUILD="$(cd "$1" && pwd)"
 STAGE="$(mktemp -d)"
 mkdir -p "$STAGE/bin" "$STAGE/lib"
 echo "$BUILD" >"$STAGE/BUILD_DIR"
-for b in m3-engine cuda_test cuda_serve_test ${EXTRA_BINS:-}; do
+for b in m3-engine cuda_test cuda_serve_test m3-make-random-checkpoint ${EXTRA_BINS:-}; do
   strip -o "$STAGE/bin/$b" "$BUILD/bin/$b"
 done
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libz\.|libssl\.|libcrypto\.|libcublas|libcudart)'
