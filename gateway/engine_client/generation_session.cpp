@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "gateway/engine_client/engine_response.h"
+#include "shared/error.h"
 
 namespace m3::engine_client {
 
