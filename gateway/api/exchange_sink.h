@@ -1,7 +1,7 @@
 // The bridge from a generation's response (GenerationResponder) to the client's HttpExchange:
-// the first SSE write opens
-// the stream (200, text/event-stream), later ones are queued on it, the end closes it; a
-// response that never streamed is sent whole (the completion or its error, with its status).
+// the first SSE write opens the stream (200, text/event-stream), later ones are queued on it,
+// the end closes it; a response that never streamed is sent whole (the completion or its
+// error, with its status).
 // A client that leaves, or stops reading while its queue is full, cancels the session, which
 // aborts the engine request.
 #pragma once

@@ -37,8 +37,8 @@ void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchan
   std::vector<engine_client::EngineMedia> media;
   if (job.media) {
     for (const media::PreprocessedMedia& item : job.media->items) {
-      media.push_back({item.kind == media::PreprocessedMedia::Kind::kVideo, &item.pixel_values,
-                       item.grid_thw, item.placeholder_tokens});
+      media.push_back({item.kind == content::MediaKind::kVideo, &item.pixel_values, item.grid_thw,
+                       item.placeholder_tokens});
     }
   }
   // The pixel dtype of the engine that would take the request now (engines of one model

@@ -1,6 +1,6 @@
 // MediaKind: what a request's media item is, an image or a video. One enum for the whole
 // gateway: the content-part reader sets it, the fetcher checks the bytes against it, the
-// preprocessor and the prompt builder choose their path by it.
+// media preprocessor's output carries it, and the prompt builder places items by it.
 #pragma once
 
 #include <string_view>

@@ -25,8 +25,8 @@ void FillResponse(const PreprocessResult& result, pb::PreprocessResponse* respon
   }
   for (const auto& m : result.items) {
     pb::ItemResult* item = response->add_items();
-    item->set_kind(m.kind == media::PreprocessedMedia::Kind::kImage ? pb::MEDIA_KIND_IMAGE
-                                                                    : pb::MEDIA_KIND_VIDEO);
+    item->set_kind(m.kind == content::MediaKind::kImage ? pb::MEDIA_KIND_IMAGE
+                                                        : pb::MEDIA_KIND_VIDEO);
     for (int64_t g : m.grid_thw) item->add_grid_thw(g);
     for (double ts : m.timestamps) item->add_timestamps(ts);
     item->set_placeholder_tokens(m.placeholder_tokens);

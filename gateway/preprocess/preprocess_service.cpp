@@ -11,7 +11,6 @@ namespace m3::preprocess {
 namespace {
 
 using nlohmann::json;
-using Kind = media::PreprocessedMedia::Kind;
 
 HostTensor ConcatRows(const std::vector<const HostTensor*>& parts, const char* name) {
   int64_t rows = 0, cols = -1;
@@ -215,7 +214,7 @@ PreprocessResult GatherResults(std::vector<media::PreprocessedMedia> items) {
   result.item_metadata = json::array();
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& m = items[i];
-    bool image = m.kind == Kind::kImage;
+    bool image = m.kind == content::MediaKind::kImage;
     (image ? images : videos).push_back(&m);
     (image ? image_pixels : video_pixels).push_back(&m.pixel_values);
     if (!image) timestamps.insert(timestamps.end(), m.timestamps.begin(), m.timestamps.end());

@@ -73,8 +73,8 @@ class Pipeline {
     *prompt_ids = prompt.ids;
     std::vector<engine_client::EngineMedia> media;
     for (const auto& item : items) {
-      media.push_back({item.kind == media::PreprocessedMedia::Kind::kVideo, &item.pixel_values,
-                       item.grid_thw, item.placeholder_tokens});
+      media.push_back({item.kind == content::MediaKind::kVideo, &item.pixel_values, item.grid_thw,
+                       item.placeholder_tokens});
     }
     auto engine = router_.Pick();
     const auto request = engine_client::BuildGenerateRequest(
