@@ -17,7 +17,7 @@
 #include "gateway/api/metered_exchange.h"
 #include "gateway/api/model_list.h"
 #include "gateway/api/tokenize_handler.h"
-#include "gateway/net/preprocess_http.h"
+#include "gateway/preprocess/preprocess_http.h"
 
 namespace m3::api {
 namespace {
@@ -132,7 +132,8 @@ std::optional<net::HttpResponse> Refusal(const ServingContext& ctx, const net::H
 
 ApiServer::ApiServer(std::shared_ptr<const ServingContext> ctx)
     : ctx_(std::move(ctx)),
-      preprocess_(net::MakePreprocessHttpHandler(ctx_->media_service_ptr(), ctx_->pools())) {}
+      preprocess_(preprocess::MakePreprocessHttpHandler(ctx_->media_service_ptr(), ctx_->pools())) {
+}
 
 net::ExchangeHandler ApiServer::Handler() {
   auto self = shared_from_this();

@@ -15,7 +15,7 @@ namespace m3::api {
 
 net::HttpResponse ErrorResponse(int status, std::string_view message, std::string_view code,
                                 std::optional<std::string> param = std::nullopt);
-// A JSON body built elsewhere (GenerationSession's error bodies) with its status.
+// A JSON body built elsewhere (GenerationResponder's bodies) with its status.
 net::HttpResponse JsonBodyResponse(int status, std::string body);
 // The response for a caught exception (call inside a catch block or with current_exception()).
 net::HttpResponse ErrorResponseFor(std::exception_ptr error);

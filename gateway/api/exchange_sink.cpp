@@ -1,4 +1,4 @@
-// GenerationSession -> HttpExchange (see exchange_sink.h).
+// A generation's response -> HttpExchange (see exchange_sink.h).
 #include "gateway/api/exchange_sink.h"
 
 #include <atomic>
@@ -31,12 +31,11 @@ void SessionHandle::Clear() {
   session_.reset();
 }
 
-engine_client::GenerationSink MakeExchangeSink(std::shared_ptr<net::HttpExchange> exchange,
-                                               std::shared_ptr<SessionHandle> handle,
-                                               std::shared_ptr<void> keep) {
+ResponseSink MakeExchangeSink(std::shared_ptr<net::HttpExchange> exchange,
+                              std::shared_ptr<SessionHandle> handle, std::shared_ptr<void> keep) {
   // Sink calls are ordered by the session; `streaming` is only touched from them.
   auto streaming = std::make_shared<bool>(false);
-  engine_client::GenerationSink sink;
+  ResponseSink sink;
   sink.write = [exchange, handle, streaming](std::string events) {
     if (!*streaming) {
       *streaming = true;

@@ -1,6 +1,7 @@
-// The bridge from a GenerationSession to the client's HttpExchange: the first SSE write opens
-// the stream (200, text/event-stream), later ones are queued on it, the end closes it; a
-// response that never streamed is sent whole (the completion or its error, with its status).
+// The bridge from a generation's response (GenerationResponder) to the client's HttpExchange:
+// the first SSE write opens the stream (200, text/event-stream), later ones are queued on it,
+// the end closes it; a response that never streamed is sent whole (the completion or its
+// error, with its status).
 // A client that leaves, or stops reading while its queue is full, cancels the session, which
 // aborts the engine request.
 #pragma once
@@ -8,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "gateway/api/generation_responder.h"
 #include "gateway/engine_client/generation_session.h"
 #include "gateway/net/http_exchange.h"
 
@@ -28,8 +30,7 @@ class SessionHandle {
 };
 
 // `keep`: what must live until the response is done (the request's media, its admission).
-engine_client::GenerationSink MakeExchangeSink(std::shared_ptr<net::HttpExchange> exchange,
-                                               std::shared_ptr<SessionHandle> handle,
-                                               std::shared_ptr<void> keep);
+ResponseSink MakeExchangeSink(std::shared_ptr<net::HttpExchange> exchange,
+                              std::shared_ptr<SessionHandle> handle, std::shared_ptr<void> keep);
 
 }  // namespace m3::api

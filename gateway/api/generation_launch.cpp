@@ -6,6 +6,7 @@
 
 #include "gateway/api/error_response.h"
 #include "gateway/api/exchange_sink.h"
+#include "gateway/api/generation_responder.h"
 #include "gateway/api/timed_formatter.h"
 #include "gateway/engine_client/engine_request.h"
 #include "gateway/engine_client/generation_session.h"
@@ -36,8 +37,8 @@ void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchan
   std::vector<engine_client::EngineMedia> media;
   if (job.media) {
     for (const media::PreprocessedMedia& item : job.media->items) {
-      media.push_back({item.kind == media::PreprocessedMedia::Kind::kVideo, &item.pixel_values,
-                       item.grid_thw, item.placeholder_tokens});
+      media.push_back({item.kind == content::MediaKind::kVideo, &item.pixel_values, item.grid_thw,
+                       item.placeholder_tokens});
     }
   }
   // The pixel dtype of the engine that would take the request now (engines of one model
@@ -53,7 +54,6 @@ void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchan
   request.request = engine_client::BuildGenerateRequest(job.request_id, job.prompt_ids, media,
                                                         job.sampling, max_tokens, dtype);
   request.top_logprobs = job.sampling.top_logprobs;
-  request.formatter = MakeTimedFormatter(std::move(job.formatter), ctx.metrics(), job.arrival);
   // The pixels are in the request now; only the memory budget's hold is kept.
   std::shared_ptr<void> keep =
       std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
@@ -65,10 +65,12 @@ void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchan
   ctx.metrics().RecordSetup(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - job.arrival).count());
   auto handle = std::make_shared<SessionHandle>();
-  auto sink = MakeExchangeSink(exchange, handle, std::move(keep));
+  auto responder = MakeGenerationResponder(
+      MakeTimedFormatter(std::move(job.formatter), ctx.metrics(), job.arrival),
+      MakeExchangeSink(exchange, handle, std::move(keep)));
   exchange->OnDisconnect([handle] { handle->Cancel(); });
-  handle->Set(
-      engine_client::GenerationSession::Start(ctx.router(), std::move(request), std::move(sink)));
+  handle->Set(engine_client::GenerationSession::Start(ctx.router(), std::move(request),
+                                                      std::move(responder)));
 }
 
 }  // namespace m3::api

@@ -1,8 +1,8 @@
 // The first and last steps of a chat or text completion request, shared by both handlers:
 // admission and dispatch to the worker pool; then the completion budget resolved against the
 // context, the GenerateRequest built for the engine (pixels in the dtype the engine prefers),
-// and a GenerationSession started that answers through the exchange (client disconnect cancels
-// it).
+// and a GenerationSession started whose events a GenerationResponder answers through the
+// exchange (client disconnect cancels it).
 #pragma once
 
 #include <chrono>

@@ -3,9 +3,9 @@
 
 namespace m3::api {
 
-media::MediaOptions MediaOptionsForDetail(openai::ImageDetail detail) {
+media::MediaOptions MediaOptionsForDetail(content::ImageDetail detail) {
   media::MediaOptions options;
-  if (detail == openai::ImageDetail::kLow) options.max_pixels = kLowDetailMaxPixels;
+  if (detail == content::ImageDetail::kLow) options.max_pixels = kLowDetailMaxPixels;
   return options;
 }
 

@@ -8,13 +8,13 @@
 
 #include <cstdint>
 
+#include "gateway/content/media_ref.h"
 #include "gateway/media/media_options.h"
-#include "gateway/openai/chat_request.h"
 
 namespace m3::api {
 
 inline constexpr int64_t kLowDetailMaxPixels = 512 * 512;
 
-media::MediaOptions MediaOptionsForDetail(openai::ImageDetail detail);
+media::MediaOptions MediaOptionsForDetail(content::ImageDetail detail);
 
 }  // namespace m3::api

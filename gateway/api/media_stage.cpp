@@ -16,14 +16,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-net::MediaKind FetchKind(text::MediaKind kind) {
-  return kind == text::MediaKind::kVideo ? net::MediaKind::kVideo : net::MediaKind::kImage;
-}
-
 struct Stage {
   explicit Stage(const ServingContext& c) : ctx(c) {}
   const ServingContext& ctx;
-  std::vector<openai::MediaRef> refs;
+  std::vector<content::MediaRef> refs;
   std::vector<std::string> bytes;  // fetched, per item, until decoded
   std::shared_ptr<PreparedMedia> out = std::make_shared<PreparedMedia>();
   MediaDone done;
@@ -44,7 +40,7 @@ std::exception_ptr QueueFull() {
 }
 
 // The error as the client sees it: which item, and why.
-std::exception_ptr ForItem(const openai::MediaRef& ref, std::exception_ptr error) {
+std::exception_ptr ForItem(const content::MediaRef& ref, std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
   } catch (const net::ParamError&) {
@@ -95,7 +91,7 @@ void Keep(Stage& s, size_t i, net::FetchedMedia media) {
 void Decode(Stage& s, size_t i) {
   CheckClient(s);
   CheckDeadline(s);
-  const net::PreprocessLimits& limits = s.ctx.media_service().limits();
+  const preprocess::PreprocessLimits& limits = s.ctx.media_service().limits();
   const media::OutputCheck check = [&s, i, &limits](int64_t item_pixels, int64_t item_bytes) {
     if (s.pixels.fetch_add(item_pixels) + item_pixels > limits.max_pixels) {
       throw Error(ErrorCode::kTooLarge,
@@ -114,9 +110,9 @@ void Decode(Stage& s, size_t i) {
           "the server is busy: media in flight would exceed its memory budget; retry later");
     }
   };
-  const openai::MediaRef& ref = s.refs[i];
+  const content::MediaRef& ref = s.refs[i];
   const media::MediaPreprocessor& pre = s.ctx.preprocessor();
-  s.out->items[i] = ref.kind == text::MediaKind::kVideo
+  s.out->items[i] = ref.kind == content::MediaKind::kVideo
                         ? pre.ProcessVideo(s.bytes[i], {}, check)
                         : pre.ProcessImage(s.bytes[i], MediaOptionsForDetail(ref.detail), check);
   std::string().swap(s.bytes[i]);
@@ -137,7 +133,7 @@ bool Run(const std::shared_ptr<Stage>& s, size_t i, Step step) {
 
 void DecodeAndFinish(const std::shared_ptr<Stage>& s, size_t i, Clock::time_point start) {
   if (!Run(s, i, Decode)) return;
-  s->ctx.metrics().RecordPreprocess(std::string(text::MediaKindName(s->refs[i].kind)),
+  s->ctx.metrics().RecordPreprocess(std::string(content::MediaKindName(s->refs[i].kind)),
                                     std::chrono::duration<double>(Clock::now() - start).count());
   Finish(s, nullptr);
 }
@@ -157,7 +153,7 @@ void FetchItem(const std::shared_ptr<Stage>& s, size_t i, Clock::time_point star
   // A data: URI's text is dropped once read (the item holds its bytes instead).
   std::string ref = remote ? s->refs[i].url : std::move(s->refs[i].url);
   s->ctx.media_service().fetcher().FetchAsync(
-      std::move(ref), FetchKind(s->refs[i].kind), s->budget, s->deadline,
+      std::move(ref), s->refs[i].kind, s->budget, s->deadline,
       [s, i, start, remote](std::exception_ptr error, net::FetchedMedia media) {
         if (error) return Finish(s, ForItem(s->refs[i], error));
         const bool kept =
@@ -173,17 +169,17 @@ void FetchItem(const std::shared_ptr<Stage>& s, size_t i, Clock::time_point star
 
 }  // namespace
 
-void PrecheckMedia(const ServingContext& ctx, const std::vector<openai::MediaRef>& refs) {
+void PrecheckMedia(const ServingContext& ctx, const std::vector<content::MediaRef>& refs) {
   for (const auto& ref : refs) {
     try {
-      ctx.media_service().fetcher().Precheck(ref.url, FetchKind(ref.kind));
+      ctx.media_service().fetcher().Precheck(ref.url, ref.kind);
     } catch (const Error& e) {
       throw net::ParamError(e.code(), ref.param + ": " + e.what(), ref.param);
     }
   }
 }
 
-void StartMediaStage(const ServingContext& ctx, std::vector<openai::MediaRef> refs, MediaDone done,
+void StartMediaStage(const ServingContext& ctx, std::vector<content::MediaRef> refs, MediaDone done,
                      MediaAbandoned abandoned) {
   auto s = std::make_shared<Stage>(ctx);
   const size_t n = refs.size();

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "gateway/api/serving_context.h"
+#include "gateway/content/media_ref.h"
 #include "gateway/net/memory_budget.h"
-#include "gateway/openai/chat_request.h"
 
 namespace m3::api {
 
@@ -36,11 +36,11 @@ using MediaAbandoned = std::function<bool()>;
 
 // The checks that need no I/O (URL syntax and scheme, the SSRF guard for literal addresses, the
 // local-file policy, data: URI headers), on the calling thread; throws a ParamError.
-void PrecheckMedia(const ServingContext& ctx, const std::vector<openai::MediaRef>& refs);
+void PrecheckMedia(const ServingContext& ctx, const std::vector<content::MediaRef>& refs);
 
 // `refs` non-empty and prechecked. `ctx` must outlive the work. Once `abandoned` (when set)
 // answers true, `done` gets an error and no further item is fetched or decoded.
-void StartMediaStage(const ServingContext& ctx, std::vector<openai::MediaRef> refs, MediaDone done,
+void StartMediaStage(const ServingContext& ctx, std::vector<content::MediaRef> refs, MediaDone done,
                      MediaAbandoned abandoned = {});
 
 }  // namespace m3::api

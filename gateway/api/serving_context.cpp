@@ -18,9 +18,9 @@ std::string ModelNameFromDir(const std::string& model_dir) {
 }
 
 ServingContext::ServingContext(ApiOptions options, engine_client::EngineRouter& router,
-                               std::shared_ptr<const net::PreprocessService> media_service,
+                               std::shared_ptr<const preprocess::PreprocessService> media_service,
                                std::shared_ptr<const media::MediaPreprocessor> preprocessor,
-                               net::PreprocessPools pools)
+                               preprocess::PreprocessPools pools)
     : options_(std::move(options)),
       builder_(text::PromptBuilder::FromModelDir(options_.model_dir)),
       router_(router),

@@ -15,9 +15,9 @@
 #include "gateway/api/api_metrics.h"
 #include "gateway/engine_client/engine_router.h"
 #include "gateway/media/media_preprocessor.h"
-#include "gateway/net/preprocess_pipeline.h"
-#include "gateway/net/preprocess_service.h"
 #include "gateway/openai/served_model.h"
+#include "gateway/preprocess/preprocess_pipeline.h"
+#include "gateway/preprocess/preprocess_service.h"
 #include "gateway/text/prompt_builder.h"
 
 namespace m3::api {
@@ -36,9 +36,9 @@ class ServingContext {
   // Loads the tokenizer, chat template and generation config from options.model_dir. The
   // router, service and pools must be started by the caller and outlive the context.
   ServingContext(ApiOptions options, engine_client::EngineRouter& router,
-                 std::shared_ptr<const net::PreprocessService> media_service,
+                 std::shared_ptr<const preprocess::PreprocessService> media_service,
                  std::shared_ptr<const media::MediaPreprocessor> preprocessor,
-                 net::PreprocessPools pools);
+                 preprocess::PreprocessPools pools);
 
   const ApiOptions& options() const { return options_; }
   const std::string& model_name() const { return model_.name; }
@@ -51,10 +51,12 @@ class ServingContext {
   const std::vector<int64_t>& eos_token_ids() const { return eos_; }
   int64_t vocab_size() const { return vocab_size_; }
   engine_client::EngineRouter& router() const { return router_; }
-  const net::PreprocessService& media_service() const { return *media_service_; }
-  std::shared_ptr<const net::PreprocessService> media_service_ptr() const { return media_service_; }
+  const preprocess::PreprocessService& media_service() const { return *media_service_; }
+  std::shared_ptr<const preprocess::PreprocessService> media_service_ptr() const {
+    return media_service_;
+  }
   const media::MediaPreprocessor& preprocessor() const { return *preprocessor_; }
-  const net::PreprocessPools& pools() const { return pools_; }
+  const preprocess::PreprocessPools& pools() const { return pools_; }
   ApiMetrics& metrics() const { return *metrics_; }
 
   // A fresh response id: prefix + 24 random hex digits.
@@ -82,9 +84,9 @@ class ServingContext {
   text::PromptBuilder builder_;
   std::vector<int64_t> eos_;
   engine_client::EngineRouter& router_;
-  std::shared_ptr<const net::PreprocessService> media_service_;
+  std::shared_ptr<const preprocess::PreprocessService> media_service_;
   std::shared_ptr<const media::MediaPreprocessor> preprocessor_;
-  net::PreprocessPools pools_;
+  preprocess::PreprocessPools pools_;
   std::unique_ptr<ApiMetrics> metrics_;
   mutable std::atomic<int64_t> admitted_{0};
 };

@@ -55,7 +55,7 @@ Json ReadRequest(const std::string& path) {
 }
 
 // Media parts name URLs (fetched with the guard and limits of `serve`) or local files.
-std::string ReadMedia(const std::string& ref, net::MediaKind kind, const fs::path& base,
+std::string ReadMedia(const std::string& ref, content::MediaKind kind, const fs::path& base,
                       const net::MediaFetcher& fetcher, net::ByteBudget& budget) {
   const bool is_url = ref.rfind("http://", 0) == 0 || ref.rfind("https://", 0) == 0 ||
                       ref.rfind("data:", 0) == 0 || ref.rfind("file://", 0) == 0;
@@ -64,8 +64,8 @@ std::string ReadMedia(const std::string& ref, net::MediaKind kind, const fs::pat
   std::error_code ec;
   Require(fs::is_regular_file(path, ec), ErrorCode::kNotFound,
           "media file '" + path.string() + "' does not exist or is not a regular file");
-  const int64_t limit = kind == net::MediaKind::kImage ? fetcher.options().max_image_bytes
-                                                       : fetcher.options().max_video_bytes;
+  const int64_t limit = kind == content::MediaKind::kImage ? fetcher.options().max_image_bytes
+                                                           : fetcher.options().max_video_bytes;
   Require(static_cast<int64_t>(fs::file_size(path, ec)) <= limit, ErrorCode::kTooLarge,
           "media file '" + path.string() + "' is over the limit of " + std::to_string(limit) +
               " bytes");
@@ -143,9 +143,8 @@ int RunPrepare(int argc, char** argv) {
   std::vector<media::PreprocessedMedia> images, videos;
   std::vector<text::MediaExpansion> expansions;
   for (const text::MediaPart& part : text::FindMediaParts(input.messages)) {
-    const bool image = part.kind == text::MediaKind::kImage;
-    const std::string bytes = ReadMedia(
-        part.url, image ? net::MediaKind::kImage : net::MediaKind::kVideo, base, fetcher, budget);
+    const bool image = part.kind == content::MediaKind::kImage;
+    const std::string bytes = ReadMedia(part.url, part.kind, base, fetcher, budget);
     media::PreprocessedMedia item =
         image ? pre.ProcessImage(bytes, {}) : pre.ProcessVideo(bytes, {});
     expansions.push_back(

@@ -24,7 +24,7 @@ namespace {
 
 // Returns the bytes named by `location`: URLs through the fetcher (guard, limits, kind
 // check), anything else as a local file path.
-std::string ReadInput(const std::string& location, net::MediaKind kind,
+std::string ReadInput(const std::string& location, content::MediaKind kind,
                       const net::MediaFetcher& fetcher) {
   const bool is_url = location.rfind("http://", 0) == 0 || location.rfind("https://", 0) == 0 ||
                       location.rfind("data:", 0) == 0 || location.rfind("file://", 0) == 0;
@@ -33,9 +33,9 @@ std::string ReadInput(const std::string& location, net::MediaKind kind,
     return fetcher.Fetch(location, kind, &budget).bytes;
   }
   return ReadInputFile(location,
-                       kind == net::MediaKind::kImage ? fetcher.options().max_image_bytes
-                                                      : fetcher.options().max_video_bytes,
-                       kind == net::MediaKind::kImage ? "image file" : "video file");
+                       kind == content::MediaKind::kImage ? fetcher.options().max_image_bytes
+                                                          : fetcher.options().max_video_bytes,
+                       kind == content::MediaKind::kImage ? "image file" : "video file");
 }
 
 int RunPreprocess(int argc, char** argv) {
@@ -87,7 +87,7 @@ int RunPreprocess(int argc, char** argv) {
   const bool is_image = !image.empty();
   const std::string bytes =
       ReadInput(is_image ? image : video,
-                is_image ? net::MediaKind::kImage : net::MediaKind::kVideo, fetcher);
+                is_image ? content::MediaKind::kImage : content::MediaKind::kVideo, fetcher);
   media::PreprocessedMedia out =
       is_image ? pre.ProcessImage(bytes, options) : pre.ProcessVideo(bytes, options);
 

@@ -31,14 +31,14 @@
 #include "gateway/cli/fetch_flags.h"
 #include "gateway/engine_client/engine_router.h"
 #include "gateway/media/media_preprocessor.h"
-#include "gateway/net/grpc_preprocess_service.h"
 #include "gateway/net/http_server.h"
 #include "gateway/net/media_fetcher.h"
 #include "gateway/net/memory_budget.h"
-#include "gateway/net/preprocess_http.h"
-#include "gateway/net/preprocess_limits.h"
-#include "gateway/net/preprocess_service.h"
 #include "gateway/net/worker_pool.h"
+#include "gateway/preprocess/grpc_preprocess_service.h"
+#include "gateway/preprocess/preprocess_http.h"
+#include "gateway/preprocess/preprocess_limits.h"
+#include "gateway/preprocess/preprocess_service.h"
 #include "gateway/text/prompt_builder.h"
 #include "shared/error.h"
 #include "shared/log.h"
@@ -70,7 +70,7 @@ struct ServeArgs {
   int64_t max_inflight_bytes = 768ll << 20;
   int fetch_threads = 16;
   int64_t request_timeout_ms = 60000;
-  net::PreprocessLimits limits;
+  preprocess::PreprocessLimits limits;
   FetchFlags fetch_flags;
   net::FetchOptions fetch;  // resolved from fetch_flags after parsing
   bool jpeg_draft = false;
@@ -117,9 +117,9 @@ int WaitForShutdownSignal(const sigset_t& signals) {
 
 // The OpenAI API server on the engines, until a shutdown signal.
 int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
-                 std::shared_ptr<const net::PreprocessService> service,
+                 std::shared_ptr<const preprocess::PreprocessService> service,
                  std::shared_ptr<const media::MediaPreprocessor> preprocessor,
-                 const net::PreprocessPools& pools, const sigset_t& signals) {
+                 const preprocess::PreprocessPools& pools, const sigset_t& signals) {
   api::ApiOptions options;
   options.model_dir = a.model_dir;
   options.served_model_name = a.served_model_name;
@@ -312,11 +312,12 @@ int RunServe(int argc, char** argv) {
   limits.jpeg_draft = a.jpeg_draft;
   auto preprocessor = std::make_shared<const media::MediaPreprocessor>(
       media::LoadVisionProcessor(a.model_dir), limits);
-  auto service =
-      std::make_shared<const net::PreprocessService>(fetcher, preprocessor, a.limits, memory);
+  auto service = std::make_shared<const preprocess::PreprocessService>(fetcher, preprocessor,
+                                                                       a.limits, memory);
   // Media workers at a lower priority than the network and fetch threads (see WorkerPool).
-  net::PreprocessPools pools{std::make_shared<net::WorkerPool>(workers, a.queue_limit, 10),
-                             std::make_shared<net::WorkerPool>(a.fetch_threads, a.queue_limit)};
+  preprocess::PreprocessPools pools{
+      std::make_shared<net::WorkerPool>(workers, a.queue_limit, 10),
+      std::make_shared<net::WorkerPool>(a.fetch_threads, a.queue_limit)};
 
   net::HttpServerOptions http_options;
   http_options.host = a.host;
@@ -331,15 +332,15 @@ int RunServe(int argc, char** argv) {
   if (!a.preprocess_only) {
     return RunApiServer(a, http_options, service, preprocessor, pools, signals);
   }
-  net::HttpServer http(http_options, net::MakePreprocessHttpHandler(service, pools),
-                       net::MakePreprocessHeaderCheck(pools));
+  net::HttpServer http(http_options, preprocess::MakePreprocessHttpHandler(service, pools),
+                       preprocess::MakePreprocessHeaderCheck(pools));
   http.Start();
 
-  std::unique_ptr<net::GrpcPreprocessService> grpc_service;
+  std::unique_ptr<preprocess::GrpcPreprocessService> grpc_service;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
   if (a.grpc_port >= 0) {
-    grpc_service = std::make_unique<net::GrpcPreprocessService>(service, pools);
+    grpc_service = std::make_unique<preprocess::GrpcPreprocessService>(service, pools);
     grpc::ServerBuilder builder;
     std::string address = (a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host) +
                           ":" + std::to_string(a.grpc_port);

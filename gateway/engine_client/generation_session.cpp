@@ -1,11 +1,12 @@
 // One completion on the engines (see generation_session.h).
 #include "gateway/engine_client/generation_session.h"
 
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "gateway/engine_client/engine_response.h"
-#include "gateway/openai/request_error.h"
-#include "gateway/openai/sse.h"
+#include "shared/error.h"
 
 namespace m3::engine_client {
 
@@ -13,51 +14,35 @@ namespace v1 = engine::v1;
 
 namespace {
 
-// How an engine's refusal reads to the client.
-int HttpStatusOfGrpc(grpc::StatusCode code) {
+// What an engine's refusal means for the request.
+GenerationErrorKind KindOfGrpc(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::OUT_OF_RANGE:
-      return 400;
+      return GenerationErrorKind::kInvalidRequest;
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return 429;
+      return GenerationErrorKind::kBusy;
     case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return 504;
+      return GenerationErrorKind::kTimeout;
     case grpc::StatusCode::UNAVAILABLE:
-      return 503;
+      return GenerationErrorKind::kNoEngine;
     default:
-      return 502;  // the engine failed in a way that is not the client's doing
-  }
-}
-
-std::string CodeOf(int status) {
-  switch (status) {
-    case 400:
-      return "invalid_request";
-    case 429:
-      return "engine_busy";
-    case 503:
-      return "no_engine_available";
-    case 504:
-      return "engine_timeout";
-    default:
-      return "engine_error";
+      return GenerationErrorKind::kEngineFailure;  // not the client's doing
   }
 }
 
 }  // namespace
 
 GenerationSession::GenerationSession(EngineRouter& router, GenerationRequest request,
-                                     GenerationSink sink)
-    : router_(router), request_(std::move(request)), sink_(std::move(sink)) {
-  Require(request_.formatter != nullptr, ErrorCode::kInternal, "a session needs a formatter");
+                                     std::shared_ptr<GenerationObserver> observer)
+    : router_(router), request_(std::move(request)), observer_(std::move(observer)) {
+  Require(observer_ != nullptr, ErrorCode::kInternal, "a session needs an observer");
 }
 
-std::shared_ptr<GenerationSession> GenerationSession::Start(EngineRouter& router,
-                                                            GenerationRequest request,
-                                                            GenerationSink sink) {
+std::shared_ptr<GenerationSession> GenerationSession::Start(
+    EngineRouter& router, GenerationRequest request, std::shared_ptr<GenerationObserver> observer) {
   std::shared_ptr<GenerationSession> s(
-      new GenerationSession(router, std::move(request), std::move(sink)));
+      new GenerationSession(router, std::move(request), std::move(observer)));
   s->self_ = s;
   s->Attempt();
   return s;
@@ -71,8 +56,10 @@ void GenerationSession::Attempt() {
     const auto& ids = request_.request.token_ids();
     engine =
         router_.Pick(tried_, std::span<const int32_t>(ids.data(), static_cast<size_t>(ids.size())));
-  } catch (const openai::RequestError& e) {
-    Fail(lock, e.http_status(), e.what(), e.error_code());
+  } catch (const Error& e) {
+    Fail(lock, {e.code() == ErrorCode::kUnavailable ? GenerationErrorKind::kNoEngine
+                                                    : GenerationErrorKind::kEngineFailure,
+                e.what()});
     return;
   }
   tried_.push_back(engine.get());
@@ -99,39 +86,34 @@ void GenerationSession::OnResponse(v1::GenerateResponse&& r) {
   try {
     logprobs = TokenLogprobs(r, request_.top_logprobs);
   } catch (const Error& e) {
-    auto call = call_;
-    Fail(lock, 502, e.what(), "engine_error");
-    lock.unlock();  // the call may end (and call back into us) on cancellation
-    if (call) call->Cancel();
-    return;
+    return FailAndCancel(lock, {GenerationErrorKind::kEngineFailure, e.what()});
   }
-  bool output_finished;
-  std::vector<std::string> events;
-  try {
-    openai::ResponseFormatter& f = *request_.formatter;
-    if (f.streaming() && !started_writing_) events = f.Start();
-    for (auto& e : f.Push(ids, logprobs)) events.push_back(std::move(e));
-    output_finished = f.output_finished();
-  } catch (const Error& e) {
-    // E.g. an id the tokenizer does not have (a padded vocabulary row): this runs on a gRPC
-    // thread, where an escaping exception would end the process.
-    auto call = call_;
-    Fail(lock, 502, std::string("the engine's output could not be decoded: ") + e.what(),
-         "engine_error");
-    lock.unlock();  // the call may end (and call back into us) on cancellation
-    if (call) call->Cancel();
-    return;
+  bool output_complete = false;
+  std::optional<std::string> undecodable;
+  {
+    // Observer calls are ordered while mu_ is released: the observer's write to a client may
+    // find it gone, and its disconnect calls Cancel.
+    std::lock_guard<std::mutex> observer_lock(observer_mu_);
+    lock.unlock();
+    try {
+      output_complete = observer_->OnTokens(ids, logprobs);
+    } catch (const Error& e) {
+      // E.g. an id the tokenizer does not have (a padded vocabulary row): this runs on a gRPC
+      // thread, where an escaping exception would end the process.
+      undecodable = e.what();
+    }
   }
-  if (request_.formatter->streaming()) {
-    Write(lock, std::move(events));
-    lock.lock();
-    if (finished_) return;
+  lock.lock();
+  if (finished_) return;
+  if (undecodable) {
+    return FailAndCancel(lock, {GenerationErrorKind::kEngineFailure,
+                                "the engine's output could not be decoded: " + *undecodable});
   }
   if (auto reason = FinishReasonOf(r)) {
     Complete(lock, *reason, UsageOf(r));
     return;
   }
-  if (output_finished) {
+  if (output_complete) {
     // A stop string ended the output: the engine's further tokens are not needed.
     const openai::Usage usage{static_cast<int64_t>(request_.request.token_ids_size()),
                               completion_tokens_, 0};
@@ -148,14 +130,17 @@ void GenerationSession::OnDone(const grpc::Status& status) {
   if (cancelled_) {
     finished_ = true;
     lock.unlock();
-    std::lock_guard<std::mutex> sink_lock(sink_mu_);
-    if (sink_.finish) sink_.finish(499, "");
+    {
+      std::lock_guard<std::mutex> observer_lock(observer_mu_);
+      observer_->OnCancelled();
+    }
     self_.reset();
     return;
   }
   if (status.ok()) {
     // The stream ended without a final message: treat it as the engine's failure.
-    Fail(lock, 502, "the engine ended the stream without finishing the request", "engine_error");
+    Fail(lock, {GenerationErrorKind::kEngineFailure,
+                "the engine ended the stream without finishing the request"});
     return;
   }
   if (!got_response_ && status.error_code() == grpc::StatusCode::UNAVAILABLE) {
@@ -164,8 +149,7 @@ void GenerationSession::OnDone(const grpc::Status& status) {
     Attempt();
     return;
   }
-  const int http = HttpStatusOfGrpc(status.error_code());
-  Fail(lock, http, "engine: " + status.error_message(), CodeOf(http));
+  Fail(lock, {KindOfGrpc(status.error_code()), "engine: " + status.error_message()});
 }
 
 void GenerationSession::Cancel() {
@@ -177,59 +161,35 @@ void GenerationSession::Cancel() {
   if (call) call->Cancel();
 }
 
-void GenerationSession::Write(std::unique_lock<std::mutex>& lock, std::vector<std::string> events) {
-  if (events.empty()) {
-    lock.unlock();
-    return;
-  }
-  started_writing_ = true;
-  std::string text;
-  for (auto& e : events) text += e;
-  // Order sink calls while not holding mu_ (the sink may block on the client's socket).
-  std::lock_guard<std::mutex> sink_lock(sink_mu_);
-  lock.unlock();
-  if (sink_.write) sink_.write(std::move(text));
-}
-
 void GenerationSession::Complete(std::unique_lock<std::mutex>& lock, text::FinishReason reason,
                                  const openai::Usage& usage) {
   finished_ = true;
-  std::string body;
-  openai::ResponseFormatter& f = *request_.formatter;
-  if (f.streaming()) {
-    std::vector<std::string> events;
-    if (!started_writing_) events = f.Start();
-    for (auto& e : f.Finish(reason, usage)) events.push_back(std::move(e));
-    Write(lock, std::move(events));
-  } else {
-    std::vector<std::string> out = f.Finish(reason, usage);
-    if (!out.empty()) body = std::move(out[0]);
-    lock.unlock();
-  }
   {
-    std::lock_guard<std::mutex> sink_lock(sink_mu_);
-    if (sink_.finish) sink_.finish(200, std::move(body));
+    std::lock_guard<std::mutex> observer_lock(observer_mu_);
+    lock.unlock();
+    observer_->OnFinish(reason, usage);
   }
   lock.lock();
   // Released after the call is done with us (its callbacks hold their own reference).
   self_.reset();
 }
 
-void GenerationSession::Fail(std::unique_lock<std::mutex>& lock, int http_status,
-                             const std::string& message, const std::string& code) {
+void GenerationSession::Fail(std::unique_lock<std::mutex>& lock, GenerationError error) {
   finished_ = true;
-  const nlohmann::json error = openai::ErrorBody(http_status, message, std::nullopt, code);
-  if (request_.formatter->streaming() && started_writing_) {
-    Write(lock, {openai::SseError(error), openai::SseDone()});
-    std::lock_guard<std::mutex> sink_lock(sink_mu_);
-    if (sink_.finish) sink_.finish(200, "");
-  } else {
+  {
+    std::lock_guard<std::mutex> observer_lock(observer_mu_);
     lock.unlock();
-    std::lock_guard<std::mutex> sink_lock(sink_mu_);
-    if (sink_.finish) sink_.finish(http_status, error.dump());
+    observer_->OnError(error);
   }
   lock.lock();
   self_.reset();
+}
+
+void GenerationSession::FailAndCancel(std::unique_lock<std::mutex>& lock, GenerationError error) {
+  auto call = call_;
+  Fail(lock, std::move(error));
+  lock.unlock();
+  if (call) call->Cancel();
 }
 
 }  // namespace m3::engine_client

@@ -86,7 +86,7 @@ PreprocessedMedia MediaPreprocessor::ProcessImage(std::string_view bytes,
 
   const PatchLayout layout = processor_->Layout(1, target.height, target.width);
   PreprocessedMedia out;
-  out.kind = PreprocessedMedia::Kind::kImage;
+  out.kind = content::MediaKind::kImage;
   // WriteFrame fills every element (the temporal padding slots too).
   out.pixel_values = HostTensor::Uninitialized(DType::kF32, {layout.rows, layout.patch_dim});
   processor_->WriteFrame(*resized, 0, 1, out.pixel_values.as<float>().data());
@@ -159,7 +159,7 @@ PreprocessedMedia MediaPreprocessor::ProcessVideo(std::string_view bytes,
   const int64_t count = static_cast<int64_t>(frames.size());
   const PatchLayout layout = processor_->Layout(count, target.height, target.width);
   PreprocessedMedia out;
-  out.kind = PreprocessedMedia::Kind::kVideo;
+  out.kind = content::MediaKind::kVideo;
   out.pixel_values = HostTensor::Uninitialized(DType::kF32, {layout.rows, layout.patch_dim});
   float* data = out.pixel_values.as<float>().data();
   for (int64_t i = 0; i < count; ++i) processor_->WriteFrame(frames[i], i, count, data);

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/content/media_kind.h"
 #include "gateway/media/media_options.h"
 #include "gateway/media/vision_processor.h"
 #include "shared/tensor.h"
@@ -20,7 +21,7 @@
 namespace m3::media {
 
 struct PreprocessedMedia {
-  enum class Kind { kImage, kVideo } kind = Kind::kImage;
+  content::MediaKind kind = content::MediaKind::kImage;
   m3::HostTensor pixel_values;        // F32 [N, C*T*P*P]
   std::array<int64_t, 3> grid_thw{};  // in patches
   std::vector<double> timestamps;     // video: seconds of each sampled frame

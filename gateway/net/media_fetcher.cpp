@@ -11,6 +11,9 @@
 #include "shared/error.h"
 
 namespace m3::net {
+
+using content::MediaKind;
+using content::MediaKindName;
 namespace {
 
 std::shared_ptr<const SsrfGuard> MakeGuard(const FetchOptions& options) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/content/media_kind.h"
 #include "gateway/net/fetch_options.h"
 #include "gateway/net/http_fetcher.h"
 #include "gateway/net/local_media.h"
@@ -55,7 +56,7 @@ class MediaFetcher {
   // `deadline` (when set) bounds this fetch in addition to its own total timeout: a request's
   // fetches share one deadline.
   // Blocks the calling thread; never call it from a FetchContext thread.
-  FetchedMedia Fetch(std::string_view ref, MediaKind expected, ByteBudget* budget,
+  FetchedMedia Fetch(std::string_view ref, content::MediaKind expected, ByteBudget* budget,
                      std::optional<std::chrono::steady_clock::time_point> deadline = {}) const;
   // Fetch without holding a thread: `done(error, media)` is called exactly once with what
   // Fetch would return or throw. http(s) references are fetched on the FetchContext and
@@ -65,7 +66,8 @@ class MediaFetcher {
   // by its items, may be null) is charged as bytes arrive. The fetcher may go away before
   // `done` runs.
   using FetchDone = std::function<void(std::exception_ptr error, FetchedMedia media)>;
-  void FetchAsync(std::string ref, MediaKind expected, std::shared_ptr<SharedByteBudget> budget,
+  void FetchAsync(std::string ref, content::MediaKind expected,
+                  std::shared_ptr<SharedByteBudget> budget,
                   std::optional<std::chrono::steady_clock::time_point> deadline,
                   FetchDone done) const;
   // Whether the reference is fetched over the network (http or https).
@@ -74,16 +76,17 @@ class MediaFetcher {
   // literals and local hosts, data: URI header and declared size, the local-file policy.
   // Run before a request is queued so that what can be refused at once never waits; throws
   // what Fetch would.
-  void Precheck(std::string_view ref, MediaKind expected) const;
+  void Precheck(std::string_view ref, content::MediaKind expected) const;
   // The same checks for bytes that came inline (e.g. gRPC bytes fields).
-  FetchedMedia FromBytes(std::string bytes, MediaKind expected, ByteBudget* budget,
+  FetchedMedia FromBytes(std::string bytes, content::MediaKind expected, ByteBudget* budget,
                          std::string source) const;
 
  private:
-  int64_t LimitFor(MediaKind kind, const ByteBudget* budget) const;
-  FetchedMedia Verify(std::string bytes, MediaKind expected, ByteBudget* budget,
+  int64_t LimitFor(content::MediaKind kind, const ByteBudget* budget) const;
+  FetchedMedia Verify(std::string bytes, content::MediaKind expected, ByteBudget* budget,
                       std::string source) const;
-  static FetchedMedia VerifyBytes(std::string bytes, MediaKind expected, std::string source);
+  static FetchedMedia VerifyBytes(std::string bytes, content::MediaKind expected,
+                                  std::string source);
 
   FetchOptions options_;
   std::shared_ptr<const SsrfGuard> guard_;

@@ -12,10 +12,6 @@ bool StartsWith(std::string_view s, std::string_view prefix, size_t at = 0) {
 
 }  // namespace
 
-std::string_view MediaKindName(MediaKind kind) {
-  return kind == MediaKind::kImage ? "image" : "video";
-}
-
 SniffedFormat SniffMediaFormat(std::string_view b) {
   using K = SniffedFormat::Kind;
   using namespace std::string_view_literals;

@@ -6,14 +6,11 @@
 
 namespace m3::net {
 
-enum class MediaKind { kImage, kVideo };
-
 struct SniffedFormat {
   enum class Kind { kImage, kVideo, kUnknown } kind = Kind::kUnknown;
   std::string_view name;  // "png", "jpeg", "mp4", "matroska", ...; "unknown"
 };
 
 SniffedFormat SniffMediaFormat(std::string_view bytes);
-std::string_view MediaKindName(MediaKind kind);  // "image" / "video"
 
 }  // namespace m3::net

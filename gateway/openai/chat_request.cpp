@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 
+#include "gateway/content/content_part.h"
+
 namespace m3::openai {
 namespace {
 
@@ -11,61 +13,51 @@ std::string Index(const std::string& path, size_t i) {
   return path + "[" + std::to_string(i) + "]";
 }
 
-ImageDetail ParseDetail(const FieldReader& image) {
-  auto detail = image.String("detail");
-  if (!detail || *detail == "auto") return ImageDetail::kAuto;
-  if (*detail == "low") return ImageDetail::kLow;
-  if (*detail == "high") return ImageDetail::kHigh;
-  InvalidField(image.Path("detail"), "'" + image.Path("detail") +
-                                         "' must be \"auto\", \"low\" or \"high\", got \"" +
-                                         *detail + "\"");
-}
-
-std::string ParseUrl(const Json& part, const std::string& path, const char* key) {
-  const Json& value = part[key];
-  if (value.is_string()) {  // the shorthand some clients send: "image_url": "https://..."
-    if (value.get<std::string>().empty()) InvalidField(path, "'" + path + "' must not be empty");
-    return value.get<std::string>();
+// A content part's defect in the words of the OpenAI API (FieldReader's, for the fields).
+[[noreturn]] void RefusePart(const content::PartDefect& d) {
+  using Field = content::PartDefect::Field;
+  using Problem = content::PartDefect::Problem;
+  const std::string quoted = Cat({"'", d.param, "'"});
+  switch (d.problem) {
+    case Problem::kMissing:
+      InvalidField(d.param, quoted + " is required", "missing_required_parameter");
+    case Problem::kWrongType: {
+      const bool object = d.field == Field::kPart || d.field == Field::kMedia;
+      InvalidField(
+          d.param,
+          Cat({quoted, " must be ", object ? "a JSON object" : "a string", ", got ", d.got}),
+          "invalid_type");
+    }
+    case Problem::kEmpty:
+      InvalidField(d.param, quoted + " must not be empty");
+    case Problem::kBadValue:
+      InvalidField(d.param,
+                   quoted + " must be \"auto\", \"low\" or \"high\", got \"" + d.value + "\"");
   }
-  FieldReader r(value, path);
-  std::string url = r.RequiredString("url");
-  if (url.empty()) InvalidField(r.Path("url"), "'" + r.Path("url") + "' must not be empty");
-  return url;
+  InvalidField(d.param, quoted + " is invalid");
 }
 
 void ParseContentParts(const Json& parts, const std::string& path, const std::string& role,
-                       std::vector<MediaRef>& media) {
+                       std::vector<content::MediaRef>& media) {
+  using Field = content::PartDefect::Field;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const std::string part_path = Index(path, i);
-    FieldReader part(parts[i], part_path);
-    const std::string type = part.RequiredString("type");
-    if (type == "text") {
-      (void)part.RequiredString("text");
-      continue;
+    content::ContentPart part = content::ReadContentPart(parts[i], Index(path, i));
+    const std::string type_path = Index(path, i) + ".type";
+    if (part.defect && (part.defect->field == Field::kPart || part.defect->field == Field::kType ||
+                        part.defect->field == Field::kText)) {
+      RefusePart(*part.defect);
     }
-    const bool image = type == "image_url";
-    const bool video = type == "video_url";
-    if (!image && !video) {
-      InvalidField(part.Path("type"), "'" + part.Path("type") +
-                                          "' must be \"text\", \"image_url\" or " +
-                                          "\"video_url\", got \"" + type + "\"");
+    if (part.type == content::PartType::kText) continue;
+    if (part.type != content::PartType::kImageUrl && part.type != content::PartType::kVideoUrl) {
+      InvalidField(type_path, "'" + type_path + "' must be \"text\", \"image_url\" or " +
+                                  "\"video_url\", got \"" + part.type_name + "\"");
     }
     if (role != "user") {
-      InvalidField(part.Path("type"), "'" + part.Path("type") + "': " + type +
-                                          " parts are allowed in user messages only");
+      InvalidField(type_path, "'" + type_path + "': " + part.type_name +
+                                  " parts are allowed in user messages only");
     }
-    const char* key = image ? "image_url" : "video_url";
-    const std::string media_path = part.Path(key);
-    if (!part.Has(key)) {
-      InvalidField(media_path, "'" + media_path + "' is required", "missing_required_parameter");
-    }
-    MediaRef ref;
-    ref.kind = image ? text::MediaKind::kImage : text::MediaKind::kVideo;
-    ref.url = ParseUrl(parts[i], media_path, key);
-    ref.param = parts[i][key].is_string() ? media_path : media_path + ".url";
-    if (image && parts[i][key].is_object())
-      ref.detail = ParseDetail(FieldReader(parts[i][key], media_path));
-    media.push_back(std::move(ref));
+    if (part.defect) RefusePart(*part.defect);
+    media.push_back(std::move(part.media));
   }
 }
 
@@ -77,11 +69,11 @@ void ParseToolCalls(const FieldReader& message) {
     FieldReader call((*calls)[i], Index(path, i));
     (void)call.String("id");
     if (auto type = call.String("type"); type && *type != "function") {
-      InvalidField(call.Path("type"), "'" + call.Path("type") + "' must be \"function\"");
+      InvalidField(call.Path("type"), Cat({"'", call.Path("type"), "' must be \"function\""}));
     }
     const Json* fn = call.Object("function");
     if (!fn) {
-      InvalidField(call.Path("function"), "'" + call.Path("function") + "' is required",
+      InvalidField(call.Path("function"), Cat({"'", call.Path("function"), "' is required"}),
                    "missing_required_parameter");
     }
     FieldReader f(*fn, call.Path("function"));
@@ -89,13 +81,14 @@ void ParseToolCalls(const FieldReader& message) {
     // Arguments are a JSON text (OpenAI) or already an object (some clients); both render.
     if (const Json* args = f.Get("arguments"); args && !args->is_string() && !args->is_object()) {
       InvalidField(f.Path("arguments"),
-                   "'" + f.Path("arguments") + "' must be a JSON string or an object",
+                   Cat({"'", f.Path("arguments"), "' must be a JSON string or an object"}),
                    "invalid_type");
     }
   }
 }
 
-void ParseMessages(const FieldReader& body, const ApiLimits& limits, std::vector<MediaRef>& media) {
+void ParseMessages(const FieldReader& body, const ApiLimits& limits,
+                   std::vector<content::MediaRef>& media) {
   const Json* messages = body.Array("messages");
   if (!messages) {
     InvalidField("messages", "'messages' is required", "missing_required_parameter");
@@ -114,24 +107,26 @@ void ParseMessages(const FieldReader& body, const ApiLimits& limits, std::vector
     FieldReader message((*messages)[m], Index("messages", m));
     const std::string role = message.RequiredString("role");
     if (std::find(kRoles.begin(), kRoles.end(), role) == kRoles.end()) {
-      InvalidField(message.Path("role"), "'" + message.Path("role") +
-                                             "' must be one of system, developer, user, " +
-                                             "assistant, tool, got \"" + role + "\"");
+      InvalidField(
+          message.Path("role"),
+          Cat({"'", message.Path("role"),
+               "' must be one of system, developer, user, assistant, tool, got \"", role, "\""}));
     }
     (void)message.String("name");
     const Json* content = message.Get("content");
     if (!content) {
       if (role != "assistant") {
-        InvalidField(message.Path("content"), "'" + message.Path("content") + "' is required",
+        InvalidField(message.Path("content"), Cat({"'", message.Path("content"), "' is required"}),
                      "missing_required_parameter");
       }
     } else if (content->is_array()) {
       ParseContentParts(*content, message.Path("content"), role, media);
     } else if (!content->is_string()) {
-      InvalidField(message.Path("content"),
-                   "'" + message.Path("content") + "' must be a string or a list of parts, got " +
-                       std::string(JsonTypeName(*content)),
-                   "invalid_type");
+      InvalidField(
+          message.Path("content"),
+          Cat({"'", message.Path("content"), "' must be a string or a list of parts, got "}) +
+              std::string(JsonTypeName(*content)),
+          "invalid_type");
     }
     if (role == "assistant") {
       ParseToolCalls(message);
@@ -160,16 +155,16 @@ Json ParseTools(const FieldReader& body, const ApiLimits& limits) {
   for (size_t i = 0; i < tools->size(); ++i) {
     FieldReader tool((*tools)[i], Index("tools", i));
     if (tool.RequiredString("type") != "function") {
-      InvalidField(tool.Path("type"), "'" + tool.Path("type") + "' must be \"function\"");
+      InvalidField(tool.Path("type"), Cat({"'", tool.Path("type"), "' must be \"function\""}));
     }
     const Json* fn = tool.Object("function");
     if (!fn) {
-      InvalidField(tool.Path("function"), "'" + tool.Path("function") + "' is required",
+      InvalidField(tool.Path("function"), Cat({"'", tool.Path("function"), "' is required"}),
                    "missing_required_parameter");
     }
     FieldReader f(*fn, tool.Path("function"));
     if (f.RequiredString("name").empty()) {
-      InvalidField(f.Path("name"), "'" + f.Path("name") + "' must not be empty");
+      InvalidField(f.Path("name"), Cat({"'", f.Path("name"), "' must not be empty"}));
     }
     (void)f.String("description");
     (void)f.Object("parameters");

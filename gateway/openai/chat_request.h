@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/content/media_ref.h"
 #include "gateway/openai/field_reader.h"
 #include "gateway/openai/request_common.h"
 #include "gateway/openai/sampling_request.h"
@@ -14,15 +15,6 @@
 #include "gateway/text/prompt_builder.h"
 
 namespace m3::openai {
-
-enum class ImageDetail { kAuto, kLow, kHigh };
-
-struct MediaRef {
-  text::MediaKind kind = text::MediaKind::kImage;
-  std::string url;
-  ImageDetail detail = ImageDetail::kAuto;  // images only
-  std::string param;  // e.g. "messages[1].content[2].image_url.url", for fetch errors
-};
 
 enum class ToolChoice { kAuto, kNone };
 
@@ -33,7 +25,7 @@ struct ChatRequest {
   ToolChoice tool_choice = ToolChoice::kAuto;
   Json chat_template_kwargs = Json::object();
   bool add_generation_prompt = true;
-  std::vector<MediaRef> media;  // in order of appearance, as FindMediaParts lists them
+  std::vector<content::MediaRef> media;  // in order of appearance, as FindMediaParts lists them
   SamplingRequest sampling;
   StreamOptions stream;
 

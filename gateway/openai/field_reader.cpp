@@ -29,16 +29,6 @@ void InvalidField(const std::string& param, const std::string& message, std::str
   throw RequestError(ErrorCode::kInvalidArgument, message, param, std::move(code));
 }
 
-std::string_view JsonTypeName(const Json& value) {
-  if (value.is_string()) return "string";
-  if (value.is_number_integer()) return "integer";
-  if (value.is_number()) return "number";
-  if (value.is_boolean()) return "boolean";
-  if (value.is_object()) return "object";
-  if (value.is_array()) return "array";
-  return "null";
-}
-
 FieldReader::FieldReader(const Json& object, std::string path)
     : object_(object), path_(std::move(path)) {
   if (!object_.is_object()) {

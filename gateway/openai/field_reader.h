@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/content/json_type_name.h"
 #include "gateway/openai/request_error.h"
 
 namespace m3::openai {
@@ -27,7 +28,7 @@ using Json = nlohmann::ordered_json;
 std::string Cat(std::initializer_list<std::string_view> parts);
 
 // "string", "integer", "number", "boolean", "object", "array", "null".
-std::string_view JsonTypeName(const Json& value);
+using content::JsonTypeName;
 
 class FieldReader {
  public:

@@ -6,9 +6,14 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/content/content_part.h"
 #include "shared/error.h"
 
 namespace m3::text {
+
+using content::MediaKind;
+using content::MediaKindName;
+
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -18,31 +23,6 @@ std::string Describe(size_t i, const MediaPart& part) {
   return "media item " + std::to_string(i) + " (" + std::string(MediaKindName(part.kind)) +
          " in message " + std::to_string(part.message_index) + ", part " +
          std::to_string(part.part_index) + ")";
-}
-
-std::optional<MediaKind> PartKind(const Json& part) {
-  if (!part.is_object()) return std::nullopt;
-  auto type = part.find("type");
-  if (type == part.end() || !type->is_string()) return std::nullopt;
-  const auto& t = type->get_ref<const std::string&>();
-  if (t == "image_url" || t == "image") return MediaKind::kImage;
-  if (t == "video_url" || t == "video") return MediaKind::kVideo;
-  return std::nullopt;
-}
-
-std::string PartUrl(const Json& part, MediaKind kind) {
-  const char* keys[2] = {kind == MediaKind::kImage ? "image_url" : "video_url",
-                         kind == MediaKind::kImage ? "image" : "video"};
-  for (const char* key : keys) {
-    auto it = part.find(key);
-    if (it == part.end()) continue;
-    if (it->is_string()) return it->get<std::string>();
-    if (it->is_object() && it->contains("url") && (*it)["url"].is_string()) {
-      return (*it)["url"].get<std::string>();
-    }
-  }
-  if (part.contains("url") && part["url"].is_string()) return part["url"].get<std::string>();
-  return {};
 }
 
 // Calls fn(part, message_index, part_index, kind) for every media part, in order.
@@ -56,7 +36,7 @@ void ForEachMediaPart(Json_& messages, Fn&& fn) {
     if (content == msg.end() || !content->is_array()) continue;
     for (size_t p = 0; p < content->size(); ++p) {
       auto& part = (*content)[p];
-      if (auto kind = PartKind(part)) fn(part, m, p, *kind);
+      if (auto kind = content::MediaKindOf(content::ContentPartType(part))) fn(part, m, p, *kind);
     }
   }
 }
@@ -161,15 +141,14 @@ ContentFormat DetectContentFormat(std::string_view source) {
   return ContentFormat::kString;
 }
 
-std::string_view MediaKindName(MediaKind kind) {
-  return kind == MediaKind::kImage ? "image" : "video";
-}
-
 std::vector<MediaPart> FindMediaParts(const Json& messages) {
   std::vector<MediaPart> parts;
   ForEachMediaPart(messages, [&](const Json& part, size_t m, size_t p, MediaKind kind) {
-    MediaPart mp{kind, PartUrl(part, kind), m, p};
-    Require(!mp.url.empty(), ErrorCode::kInvalidArgument,
+    content::ContentPart read = content::ReadContentPart(part, "");
+    // The detail is the API's business; a URL is all prompt assembly needs.
+    const bool has_url = !read.defect || read.defect->field == content::PartDefect::Field::kDetail;
+    MediaPart mp{kind, has_url ? std::move(read.media.url) : std::string(), m, p};
+    Require(has_url, ErrorCode::kInvalidArgument,
             "message " + std::to_string(m) + " content part " + std::to_string(p) + " (" +
                 std::string(MediaKindName(kind)) + ") has no url");
     parts.push_back(std::move(mp));

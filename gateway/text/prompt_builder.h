@@ -18,31 +18,29 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/content/media_kind.h"
 #include "gateway/template/chat_template.h"
 #include "gateway/tokenizer/tokenizer.h"
 #include "gateway/tokenizer/tokenizer_config.h"
 
 namespace m3::text {
 
-enum class MediaKind { kImage, kVideo };
-std::string_view MediaKindName(MediaKind kind);  // "image", "video"
-
 // A media part of the messages, in order of appearance (messages in order, parts in order).
 struct MediaPart {
-  MediaKind kind;
+  content::MediaKind kind;
   std::string url;  // image_url.url / video_url.url (HF-style parts: "image"/"video"/"url")
   size_t message_index = 0;
   size_t part_index = 0;
 };
 
-// Lists the media parts: {"type":"image_url","image_url":{"url":...}} (or "image_url": "..."),
-// {"type":"video_url","video_url":{"url":...}}, and HF-style {"type":"image"|"video", ...}.
-// Throws m3::Error(kInvalidArgument) for a media part without a URL.
+// Lists the media parts as content::ReadContentPart reads them: OpenAI image_url / video_url
+// parts and the Hugging Face processor's {"type": "image" | "video", ...}. Throws
+// m3::Error(kInvalidArgument) for a media part without a URL.
 std::vector<MediaPart> FindMediaParts(const nlohmann::ordered_json& messages);
 
 // What one media item becomes in the prompt, from the vision processor.
 struct MediaExpansion {
-  MediaKind kind;
+  content::MediaKind kind;
   std::string text;  // e.g. "]<]start of image[>[" + "]<]image[>[" x N + "]<]end of image[>["
   size_t num_placeholders;  // N: the placeholder tokens the vision tower fills for this item
 };
@@ -54,7 +52,7 @@ struct PlaceholderTokens {
 };
 
 struct MediaSpan {
-  MediaKind kind;
+  content::MediaKind kind;
   size_t begin = 0;  // [begin, end): first placeholder token to one past the last, in ids
   size_t end = 0;
   size_t num_placeholders = 0;

@@ -17,7 +17,8 @@ $CXX -std=c++20 -O1 -g -fno-omit-frame-pointer \
   -DBOOST_ASIO_NO_DEPRECATED -DBOOST_BEAST_USE_STD_STRING_VIEW -I"$root" \
   "$root/tests/net/net_libfuzzer.cpp" "$root/tests/net/net_fuzz_targets.cpp" \
   "$root/gateway/net/http_request_parser.cpp" "$root/gateway/net/request_json.cpp" \
-  "$root/gateway/net/preprocess_request.cpp" "$root/gateway/net/api_error.cpp" \
+  "$root/gateway/preprocess/preprocess_request.cpp" "$root/gateway/net/api_error.cpp" \
+  "$root/gateway/content/content_part.cpp" "$root/gateway/content/json_type_name.cpp" \
   "$root/gateway/net/media_sniffer.cpp" "$root/gateway/unicode/utf8.cpp" \
   "$root/shared/error.cpp" \
   $(pkg-config --cflags --libs libutf8proc) -o "$work/m3-net-libfuzzer"

@@ -85,7 +85,7 @@ TEST_CASE("animated WebP: every frame, exact pixels and start times") {
   MediaOptions all;
   all.all_frames = true;
   const PreprocessedMedia v = Pre().ProcessVideo(Animation(), all);
-  CHECK(v.kind == PreprocessedMedia::Kind::kVideo);
+  CHECK(v.kind == m3::content::MediaKind::kVideo);
   REQUIRE(v.timestamps.size() == 6);
   const double starts[] = {0, 0.1, 0.35, 0.4, 0.8, 1.0};
   for (int k = 0; k < 6; ++k) CHECK(v.timestamps[k] == doctest::Approx(starts[k]));

@@ -39,7 +39,7 @@
 #include "gateway/net/api_error.h"
 #include "gateway/net/base64.h"
 #include "gateway/net/data_uri.h"
-#include "gateway/net/preprocess_request.h"
+#include "gateway/preprocess/preprocess_request.h"
 #endif
 
 using namespace m3;
@@ -719,7 +719,7 @@ TEST_CASE("fuzz: mutated media never escapes as anything but a client m3::Error"
           RunCase(
               name + "/json", input, stats,
               [&] {
-                const net::PreprocessRequest r = net::ParsePreprocessRequest(input);
+                const preprocess::PreprocessRequest r = preprocess::ParsePreprocessRequest(input);
                 CHECK(!r.items.empty());
               },
               seed_case);
@@ -1034,11 +1034,13 @@ TEST_CASE("named: deeply nested JSON request bodies") {
   for (int depth : {1000, 100000}) {
     CAPTURE(depth);
     const std::string arrays = std::string(depth, '[') + std::string(depth, ']');
-    CHECK(ErrorOf([&] { net::ParsePreprocessRequest(arrays); }) == ErrorCode::kInvalidArgument);
+    CHECK(ErrorOf([&] { preprocess::ParsePreprocessRequest(arrays); }) ==
+          ErrorCode::kInvalidArgument);
     std::string objects = R"({"content":)";
     for (int i = 0; i < depth; ++i) objects += R"({"a":)";
     objects += "1" + std::string(depth, '}') + "}";
-    CHECK(ErrorOf([&] { net::ParsePreprocessRequest(objects); }) == ErrorCode::kInvalidArgument);
+    CHECK(ErrorOf([&] { preprocess::ParsePreprocessRequest(objects); }) ==
+          ErrorCode::kInvalidArgument);
   }
 }
 #endif

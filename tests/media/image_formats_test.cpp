@@ -45,7 +45,7 @@ std::string Encode(const std::string& ext, const cv::Mat& m, const std::vector<i
 void CheckExact(const std::string& bytes, const ImageBuffer& pixels) {
   const PreprocessedMedia got = Pre().ProcessImage(bytes, {});
   const HostTensor want = ExpectedImage(pixels);
-  CHECK(got.kind == PreprocessedMedia::Kind::kImage);
+  CHECK(got.kind == m3::content::MediaKind::kImage);
   CHECK(MaxAbsDiff(got.pixel_values, want) == 0.0);
 }
 

@@ -70,7 +70,7 @@ TEST_CASE("codecs and containers: H.264, H.265, VP9, AV1, MPEG-4, MJPEG, FFV1, G
     const std::string bytes = m3::test::ReadFile(path);
     // Default sampling: 1 fps over 2 s = 2 frames, raised to min_frames 4.
     const PreprocessedMedia got = Pre().ProcessVideo(bytes, {});
-    CHECK(got.kind == PreprocessedMedia::Kind::kVideo);
+    CHECK(got.kind == m3::content::MediaKind::kVideo);
     REQUIRE(got.timestamps.size() == 4);
     CHECK(got.timestamps[0] == doctest::Approx(0.0));
     CHECK(got.timestamps[1] == doctest::Approx(0.5));

@@ -28,11 +28,11 @@
 namespace {
 
 using m3::ErrorCode;
+using m3::content::MediaKind;
 using m3::net::FetchContext;
 using m3::net::FetchedMedia;
 using m3::net::FetchOptions;
 using m3::net::MediaFetcher;
-using m3::net::MediaKind;
 using Clock = std::chrono::steady_clock;
 
 const std::string& Png() {

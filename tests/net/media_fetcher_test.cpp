@@ -14,9 +14,9 @@
 #include "tests/test_util.h"
 
 using m3::ErrorCode;
+using m3::content::MediaKind;
 using m3::net::FetchOptions;
 using m3::net::MediaFetcher;
-using m3::net::MediaKind;
 using m3::test::LoopbackOrigin;
 using m3::test::ScriptedReply;
 

@@ -8,8 +8,8 @@
 
 #include "gateway/net/api_error.h"
 #include "gateway/net/http_request_parser.h"
-#include "gateway/net/preprocess_request.h"
 #include "gateway/net/request_json.h"
+#include "gateway/preprocess/preprocess_request.h"
 
 namespace m3::net::fuzz {
 namespace {
@@ -136,7 +136,7 @@ std::string CheckHttpRequest(std::string_view wire, uint64_t split_seed) {
 
 std::string CheckRequestJson(std::string_view body) {
   try {
-    const PreprocessRequest r = ParsePreprocessRequest(body);
+    const preprocess::PreprocessRequest r = preprocess::ParsePreprocessRequest(body);
     if (r.items.empty()) return "a request without media items was accepted";
     for (const auto& item : r.items) {
       if (item.url.empty()) return "an item with an empty URL was accepted";

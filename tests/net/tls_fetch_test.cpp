@@ -135,7 +135,7 @@ TEST_CASE("https fetches verify the server certificate and its name") {
   system_only.total_timeout = std::chrono::milliseconds(5000);
   try {
     m3::net::MediaFetcher(system_only)
-        .Fetch("https://127.0.0.1:" + port + "/a.png", m3::net::MediaKind::kImage, nullptr);
+        .Fetch("https://127.0.0.1:" + port + "/a.png", m3::content::MediaKind::kImage, nullptr);
     FAIL("a self-signed certificate must not verify against the system CAs");
   } catch (const m3::Error& e) {
     CHECK(e.code() == m3::ErrorCode::kUnavailable);
@@ -145,13 +145,13 @@ TEST_CASE("https fetches verify the server certificate and its name") {
   m3::net::FetchOptions with_ca = system_only;
   with_ca.extra_ca_file = dir + "/cert.pem";
   auto got = m3::net::MediaFetcher(with_ca).Fetch("https://127.0.0.1:" + port + "/a.png",
-                                                  m3::net::MediaKind::kImage, nullptr);
+                                                  m3::content::MediaKind::kImage, nullptr);
   CHECK(got.bytes == png);
 
   // The certificate names 127.0.0.1 only, so "localhost" must fail hostname verification.
   try {
     m3::net::MediaFetcher(with_ca).Fetch("https://localhost:" + port + "/a.png",
-                                         m3::net::MediaKind::kImage, nullptr);
+                                         m3::content::MediaKind::kImage, nullptr);
     FAIL("a certificate for another name must be refused");
   } catch (const m3::Error& e) {
     CHECK(e.code() == m3::ErrorCode::kUnavailable);

@@ -1,11 +1,11 @@
 // The gateway's chat path end to end, without HTTP: an OpenAI request body is parsed, its
 // prompt assembled (PromptBuilder) with the images preprocessed (MediaPreprocessor), sent to a
 // real `m3-engine serve` by a GenerationSession, and the tokens streamed back are turned into
-// the chat.completion body and the SSE sequence. For every chat-e2e case (random
-// weights, greedy) the prompt is the reference's ids and usage counts it (vision placeholders
-// included); for the text and one-image conversations, reasoning + content equal the
-// reference's completion_text (the cases the CPU engine reproduces greedily; see
-// tests/e2e/cli_stack_test.cpp), and for the others streamed equals non-streamed.
+// the chat.completion body and the SSE sequence by the API's GenerationResponder. For every
+// chat-e2e case (random weights, greedy) the prompt is the reference's ids and usage counts it
+// (vision placeholders included); for the text and one-image conversations, reasoning +
+// content equal the reference's completion_text (the cases the CPU engine reproduces greedily;
+// see tests/e2e/cli_stack_test.cpp), and for the others streamed equals non-streamed.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/api/generation_responder.h"
 #include "gateway/engine_client/engine_request.h"
 #include "gateway/engine_client/engine_router.h"
 #include "gateway/engine_client/generation_session.h"
@@ -61,7 +62,7 @@ class Pipeline {
         openai::ParseChatRequest(openai::ParseRequestBody(body, {}), model_, {});
     std::vector<media::PreprocessedMedia> items;
     std::vector<text::MediaExpansion> expansions;
-    for (const openai::MediaRef& ref : req.media) {
+    for (const content::MediaRef& ref : req.media) {
       // Fetching is the HTTP layer's (media_fetcher); the cases name files beside them.
       const std::string bytes = test::ReadFile(kDir + "/" + ref.url);
       items.push_back(pre_.ProcessImage(bytes, {}));
@@ -72,8 +73,8 @@ class Pipeline {
     *prompt_ids = prompt.ids;
     std::vector<engine_client::EngineMedia> media;
     for (const auto& item : items) {
-      media.push_back({item.kind == media::PreprocessedMedia::Kind::kVideo, &item.pixel_values,
-                       item.grid_thw, item.placeholder_tokens});
+      media.push_back({item.kind == content::MediaKind::kVideo, &item.pixel_values, item.grid_thw,
+                       item.placeholder_tokens});
     }
     auto engine = router_.Pick();
     const auto request = engine_client::BuildGenerateRequest(
@@ -81,10 +82,11 @@ class Pipeline {
         openai::ResolveMaxTokens(req.sampling, prompt.ids.size(), model_.max_model_len),
         engine->model_info()->preferred_pixel_dtype());
 
-    // The production path from here: the session on the engines, the response formatter.
+    // The production path from here: the session on the engines, answered by the API's
+    // responder through the response formatter.
     engine_client::GenerationRequest session_request;
     session_request.request = request;
-    session_request.formatter =
+    auto formatter =
         openai::MakeChatFormatter(builder_.tokenizer(), {"chatcmpl-1", 1700000000, model_.name},
                                   openai::ChatOutputOptions(req, eos_, prompt.rendered),
                                   req.stream.stream, req.stream.include_usage, false);
@@ -93,18 +95,19 @@ class Pipeline {
     bool done = false;
     int status = 0;
     std::string out;
-    engine_client::GenerationSession::Start(router_, std::move(session_request),
-                                            {[&](std::string events) {
-                                               std::lock_guard<std::mutex> lock(mu);
-                                               out += events;
-                                             },
-                                             [&](int http_status, std::string body) {
-                                               std::lock_guard<std::mutex> lock(mu);
-                                               status = http_status;
-                                               out += body;
-                                               done = true;
-                                               cv.notify_all();
-                                             }});
+    engine_client::GenerationSession::Start(
+        router_, std::move(session_request),
+        api::MakeGenerationResponder(std::move(formatter), {[&](std::string events) {
+                                                              std::lock_guard<std::mutex> lock(mu);
+                                                              out += events;
+                                                            },
+                                                            [&](int http_status, std::string body) {
+                                                              std::lock_guard<std::mutex> lock(mu);
+                                                              status = http_status;
+                                                              out += body;
+                                                              done = true;
+                                                              cv.notify_all();
+                                                            }}));
     std::unique_lock<std::mutex> lock(mu);
     REQUIRE(cv.wait_for(lock, 60s, [&] { return done; }));
     REQUIRE_MESSAGE(status == 200, out);

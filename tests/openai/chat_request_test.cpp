@@ -126,10 +126,10 @@ TEST_CASE("media parts are listed in order with their paths") {
     {"type":"video_url","video_url":{"url":"http://h/v.mp4"}},
     {"type":"image_url","image_url":"http://h/i.jpg"}]}]})");
   REQUIRE(r.media.size() == 3);
-  CHECK(r.media[0].kind == m3::text::MediaKind::kImage);
-  CHECK(r.media[0].detail == ImageDetail::kLow);
+  CHECK(r.media[0].kind == m3::content::MediaKind::kImage);
+  CHECK(r.media[0].detail == m3::content::ImageDetail::kLow);
   CHECK(r.media[0].param == "messages[1].content[1].image_url.url");
-  CHECK(r.media[1].kind == m3::text::MediaKind::kVideo);
+  CHECK(r.media[1].kind == m3::content::MediaKind::kVideo);
   CHECK(r.media[1].url == "http://h/v.mp4");
   CHECK(r.media[1].param == "messages[1].content[2].video_url.url");
   CHECK(r.media[2].url == "http://h/i.jpg");

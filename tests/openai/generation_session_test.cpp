@@ -1,7 +1,8 @@
-// GenerationSession against real `m3-engine serve` processes: a chat completion streamed and whole
-// gives the reference's text, a stop string ends the output and cancels the engine request,
-// a request whose engine died before it was ejected is retried on the other engine, an engine
-// killed mid-stream ends the stream with an error event promptly, and no engine is a 503.
+// GenerationSession, answered by the API's GenerationResponder, against real `m3-engine serve`
+// processes: a chat completion streamed and whole gives the reference's text, a stop string
+// ends the output and cancels the engine request, a request whose engine died before it was
+// ejected is retried on the other engine, an engine killed mid-stream ends the stream with an
+// error event promptly, and no engine is a 503.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/api/generation_responder.h"
 #include "gateway/engine_client/engine_request.h"
 #include "gateway/engine_client/generation_session.h"
 #include "gateway/openai/output_options.h"
@@ -46,16 +48,23 @@ Json TextCase() {
   throw std::runtime_error("no text case");
 }
 
-GenerationRequest Request(int max_tokens, bool stream, std::vector<std::string> stop = {},
-                          bool chat = true) {
+// A session's request and the response formatter its responder answers with.
+struct Generation {
+  GenerationRequest request;
+  std::unique_ptr<m3::openai::ResponseFormatter> formatter;
+};
+
+Generation Request(int max_tokens, bool stream, std::vector<std::string> stop = {},
+                   bool chat = true) {
   static std::atomic<int> next{0};
   const Json c = TextCase();
   m3::openai::SamplingRequest s;
   s.temperature = 0;
   s.stop = std::move(stop);
   const std::vector<int32_t> ids = c["prompt_ids"].get<std::vector<int32_t>>();
-  GenerationRequest r;
-  r.request = BuildGenerateRequest("s-" + std::to_string(next++), ids, {}, s, max_tokens, "F32");
+  Generation r;
+  r.request.request =
+      BuildGenerateRequest("s-" + std::to_string(next++), ids, {}, s, max_tokens, "F32");
   const std::vector<int64_t> eos = {2};
   if (chat) {
     m3::openai::ChatRequest req;
@@ -84,7 +93,7 @@ struct Result {
   std::string body;
   std::chrono::steady_clock::time_point done_at;
 
-  GenerationSink Sink() {
+  m3::api::ResponseSink Sink() {
     return {[this](std::string events) {
               std::lock_guard<std::mutex> lock(mu);
               written += events;
@@ -130,6 +139,14 @@ std::string SseText(const std::string& sse, std::string* finish = nullptr) {
   return text;
 }
 
+// The session with the API's responder over `sink`, as the gateway starts it.
+std::shared_ptr<GenerationSession> StartSession(EngineRouter& router, Generation g,
+                                                m3::api::ResponseSink sink) {
+  return GenerationSession::Start(
+      router, std::move(g.request),
+      m3::api::MakeGenerationResponder(std::move(g.formatter), std::move(sink)));
+}
+
 RouterOptions Options(std::chrono::milliseconds interval) {
   RouterOptions o;
   o.health_interval = interval;
@@ -152,7 +169,7 @@ TEST_CASE("a chat completion, whole and streamed; a stop string cancels the engi
   const std::string want = c["completion_text"];
 
   Result whole;
-  GenerationSession::Start(router, Request(n, false), whole.Sink());
+  StartSession(router, Request(n, false), whole.Sink());
   REQUIRE(whole.Wait(60s));
   CHECK(whole.status == 200);
   CHECK(whole.writes == 0);
@@ -165,7 +182,7 @@ TEST_CASE("a chat completion, whole and streamed; a stop string cancels the engi
   CHECK(body["usage"]["prompt_tokens"] == c["prompt_ids"].size());
 
   Result streamed;
-  GenerationSession::Start(router, Request(n, true), streamed.Sink());
+  StartSession(router, Request(n, true), streamed.Sink());
   REQUIRE(streamed.Wait(60s));
   CHECK(streamed.status == 200);
   CHECK(streamed.body.empty());
@@ -177,7 +194,7 @@ TEST_CASE("a chat completion, whole and streamed; a stop string cancels the engi
 
   // "lazy" comes a few tokens in; the request could run for 3000 tokens otherwise.
   Result stopped;
-  GenerationSession::Start(router, Request(3000, true, {"lazy"}), stopped.Sink());
+  StartSession(router, Request(3000, true, {"lazy"}), stopped.Sink());
   REQUIRE(stopped.Wait(60s));
   CHECK(SseText(stopped.written, &finish) == want.substr(0, want.find("lazy")));
   CHECK(finish == "stop");
@@ -193,8 +210,8 @@ TEST_CASE("a chat completion, whole and streamed; a stop string cancels the engi
 
   // A text completion: the same tokens as raw text, streamed and whole.
   Result text_whole, text_stream;
-  GenerationSession::Start(router, Request(n, false, {}, false), text_whole.Sink());
-  GenerationSession::Start(router, Request(n, true, {}, false), text_stream.Sink());
+  StartSession(router, Request(n, false, {}, false), text_whole.Sink());
+  StartSession(router, Request(n, true, {}, false), text_stream.Sink());
   REQUIRE(text_whole.Wait(60s));
   REQUIRE(text_stream.Wait(60s));
   const Json tb = Json::parse(text_whole.body);
@@ -211,7 +228,7 @@ TEST_CASE("a chat completion, whole and streamed; a stop string cancels the engi
 
   // The client goes away mid-stream: the engine request is cancelled, finish gets 499.
   Result gone;
-  auto session = GenerationSession::Start(router, Request(3000, true), gone.Sink());
+  auto session = StartSession(router, Request(3000, true), gone.Sink());
   REQUIRE(gone.WaitWrites(1, 60s));
   session->Cancel();
   REQUIRE(gone.Wait(5s));
@@ -230,7 +247,7 @@ TEST_CASE("retry before the first token; an engine killed mid-stream; no engine 
 
   a.Stop(SIGKILL);
   Result retried;
-  GenerationSession::Start(router, Request(n, false), retried.Sink());
+  StartSession(router, Request(n, false), retried.Sink());
   REQUIRE(retried.Wait(60s));
   CHECK(retried.status == 200);
   const Json body = Json::parse(retried.body);
@@ -238,7 +255,7 @@ TEST_CASE("retry before the first token; an engine killed mid-stream; no engine 
 
   // Killed mid-stream: an error event and [DONE] within a second.
   Result killed;
-  GenerationSession::Start(router, Request(3000, true), killed.Sink());
+  StartSession(router, Request(3000, true), killed.Sink());
   REQUIRE(killed.WaitWrites(1, 60s));
   const auto kill_at = std::chrono::steady_clock::now();
   b.Stop(SIGKILL);
@@ -250,7 +267,7 @@ TEST_CASE("retry before the first token; an engine killed mid-stream; no engine 
 
   // Both dead: a 503 error body, before anything is written.
   Result none;
-  GenerationSession::Start(router, Request(n, true), none.Sink());
+  StartSession(router, Request(n, true), none.Sink());
   REQUIRE(none.Wait(10s));
   CHECK(none.writes == 0);
   CHECK(none.status == 503);

@@ -18,8 +18,8 @@
 #include "shared/error.h"
 #include "tests/test_util.h"
 
+using m3::content::MediaKind;
 using m3::text::MediaExpansion;
-using m3::text::MediaKind;
 using m3::text::PromptBuilder;
 using Json = nlohmann::ordered_json;
 

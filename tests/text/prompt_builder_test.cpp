@@ -10,9 +10,9 @@
 #include "shared/error.h"
 #include "tests/test_util.h"
 
+using m3::content::MediaKind;
 using m3::text::AssembledPrompt;
 using m3::text::MediaExpansion;
-using m3::text::MediaKind;
 using m3::text::PromptBuilder;
 using m3::text::PromptInput;
 using m3::tok::Tokenizer;

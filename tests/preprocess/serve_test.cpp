@@ -14,7 +14,7 @@
 
 #include "gateway/media/media_preprocessor.h"
 #include "gateway/net/base64.h"
-#include "gateway/net/preprocess_service.h"
+#include "gateway/preprocess/preprocess_service.h"
 #include "shared/safetensors.h"
 #include "tests/net/loopback_http.h"
 #include "tests/test_util.h"
@@ -58,7 +58,7 @@ std::string Expected(const std::vector<std::pair<bool, std::string>>& items,
     out.push_back(is_image ? Direct().ProcessImage(bytes, options)
                            : Direct().ProcessVideo(bytes, options));
   }
-  return m3::net::EncodeSafetensors(m3::net::GatherResults(std::move(out)));
+  return m3::preprocess::EncodeSafetensors(m3::preprocess::GatherResults(std::move(out)));
 }
 
 void CheckSameTensors(const std::string& got_bytes, const std::string& want_bytes) {

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace m3::net {
+namespace m3::preprocess {
 
 struct PreprocessLimits {
   int64_t max_items = 64;  // image_url / video_url parts in one request
@@ -20,4 +20,4 @@ struct PreprocessLimits {
   std::chrono::milliseconds request_timeout{60000};
 };
 
-}  // namespace m3::net
+}  // namespace m3::preprocess

@@ -10,12 +10,12 @@
 #include <memory>
 
 #include "gateway/net/http_server.h"
-#include "gateway/net/preprocess_pipeline.h"
+#include "gateway/preprocess/preprocess_pipeline.h"
 
-namespace m3::net {
+namespace m3::preprocess {
 
-HttpHandler MakePreprocessHttpHandler(std::shared_ptr<const PreprocessService> service,
-                                      PreprocessPools pools);
-HttpHeaderCheck MakePreprocessHeaderCheck(PreprocessPools pools);
+net::HttpHandler MakePreprocessHttpHandler(std::shared_ptr<const PreprocessService> service,
+                                           PreprocessPools pools);
+net::HttpHeaderCheck MakePreprocessHeaderCheck(PreprocessPools pools);
 
-}  // namespace m3::net
+}  // namespace m3::preprocess

@@ -1,45 +1,50 @@
 // Parsing of /v1/preprocess request bodies (see preprocess_request.h).
-#include "gateway/net/preprocess_request.h"
+#include "gateway/preprocess/preprocess_request.h"
 
+#include "gateway/content/content_part.h"
 #include "gateway/net/api_error.h"
 #include "gateway/net/request_json.h"
 
-namespace m3::net {
+namespace m3::preprocess {
 namespace {
 
 using nlohmann::json;
 
 [[noreturn]] void Bad(const std::string& param, const std::string& message) {
-  throw ParamError(ErrorCode::kInvalidArgument, message, param);
+  throw net::ParamError(ErrorCode::kInvalidArgument, message, param);
 }
 
-void CollectParts(json& content, const std::string& where, std::vector<MediaRef>& out) {
-  if (content.is_string() || content.is_null()) return;  // plain text message
-  if (!content.is_array()) Bad(where, "'" + where + "' must be an array of content parts");
-  for (size_t i = 0; i < content.size(); ++i) {
-    json& part = content[i];
-    std::string at = where + "[" + std::to_string(i) + "]";
-    if (!part.is_object()) Bad(at, "'" + at + "' must be an object");
-    auto type = part.find("type");
-    if (type == part.end() || !type->is_string())
+// A media part's defect in this API's words; the other parts' defects are not this API's.
+[[noreturn]] void Refuse(const content::ContentPart& part, const std::string& at) {
+  using Field = content::PartDefect::Field;
+  using Problem = content::PartDefect::Problem;
+  const content::PartDefect& d = *part.defect;
+  const std::string field = at + "." + part.type_name;
+  if (d.problem == Problem::kEmpty) Bad(d.param, "'" + d.param + "' is empty");
+  if (d.field == Field::kMedia && d.problem == Problem::kMissing && d.got.empty()) {
+    Bad(field, "'" + at + "' has no '" + part.type_name + "' field");
+  }
+  Bad(field + ".url", "'" + field + ".url' must be a string");
+}
+
+void CollectParts(json& parts, const std::string& where, std::vector<content::MediaRef>& out) {
+  using Field = content::PartDefect::Field;
+  if (parts.is_string() || parts.is_null()) return;  // plain text message
+  if (!parts.is_array()) Bad(where, "'" + where + "' must be an array of content parts");
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    content::ContentPart part = content::ReadContentPart(parts[i], at);
+    if (part.defect && part.defect->field == Field::kPart)
+      Bad(at, "'" + at + "' must be an object");
+    if (part.defect && part.defect->field == Field::kType) {
       Bad(at + ".type", "'" + at + ".type' must be a string");
-    std::string t = type->get<std::string>();
-    if (t != "image_url" && t != "video_url") continue;  // text and other parts carry no media
-    MediaRef ref;
-    ref.kind = t == "image_url" ? MediaKind::kImage : MediaKind::kVideo;
-    auto field = part.find(t);
-    if (field == part.end()) Bad(at + "." + t, "'" + at + "' has no '" + t + "' field");
-    if (field->is_string()) {
-      ref.url = std::move(field->get_ref<std::string&>());
-      ref.param = at + "." + t;
-    } else if (field->is_object() && field->contains("url") && (*field)["url"].is_string()) {
-      ref.url = std::move((*field)["url"].get_ref<std::string&>());
-      ref.param = at + "." + t + ".url";
-    } else {
-      Bad(at + "." + t + ".url", "'" + at + "." + t + ".url' must be a string");
     }
-    if (ref.url.empty()) Bad(ref.param, "'" + ref.param + "' is empty");
-    out.push_back(std::move(ref));
+    // Text and other parts carry no media.
+    if (part.type != content::PartType::kImageUrl && part.type != content::PartType::kVideoUrl) {
+      continue;
+    }
+    if (part.defect && part.defect->field != Field::kDetail) Refuse(part, at);
+    out.push_back(std::move(part.media));
   }
 }
 
@@ -97,7 +102,7 @@ PreprocessRequest Parse(json& body) {
 }  // namespace
 
 PreprocessRequest ParsePreprocessRequest(std::string_view body_text) {
-  json body = ParseRequestJson(body_text);
+  json body = net::ParseRequestJson(body_text);
   // The media URLs (data: URIs can be most of the body) move out instead of being copied.
   return ParsePreprocessRequest(std::move(body));
 }
@@ -111,4 +116,4 @@ PreprocessRequest ParsePreprocessRequest(const json& body) {
   return Parse(copy);
 }
 
-}  // namespace m3::net
+}  // namespace m3::preprocess

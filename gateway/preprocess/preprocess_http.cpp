@@ -1,5 +1,5 @@
 // HTTP routing and staging for the preprocessing service (see preprocess_http.h).
-#include "gateway/net/preprocess_http.h"
+#include "gateway/preprocess/preprocess_http.h"
 
 #include <optional>
 #include <string>
@@ -8,7 +8,7 @@
 #include "gateway/net/api_error.h"
 #include "shared/log.h"
 
-namespace m3::net {
+namespace m3::preprocess {
 namespace {
 
 namespace http = boost::beast::http;
@@ -17,44 +17,47 @@ namespace http = boost::beast::http;
 // ones (inline media) on the fetch pool, so a big body never stalls other connections.
 constexpr size_t kInlineParseBytes = 256 * 1024;
 
-HttpResponse ErrorResponse(const Error& e) {
-  HttpResponse res = JsonResponse(HttpStatusFor(e.code()), OpenAiErrorBody(e).dump());
+net::HttpResponse ErrorResponse(const Error& e) {
+  net::HttpResponse res =
+      net::JsonResponse(net::HttpStatusFor(e.code()), net::OpenAiErrorBody(e).dump());
   if (e.code() == ErrorCode::kResourceExhausted) res.set(http::field::retry_after, "1");
   return res;
 }
 
-HttpResponse QueueFull() {
+net::HttpResponse QueueFull() {
   return ErrorResponse(
       Error(ErrorCode::kResourceExhausted, "the preprocessing queue is full; retry later"));
 }
 
-std::string_view Path(const HttpRequest& request) {
+std::string_view Path(const net::HttpRequest& request) {
   std::string_view target = request.target();
   return target.substr(0, target.find('?'));
 }
 
 // Refusals decided by the request line alone; nullopt when the route exists and the method fits.
-std::optional<HttpResponse> RouteRefusal(const HttpRequest& request) {
+std::optional<net::HttpResponse> RouteRefusal(const net::HttpRequest& request) {
   const std::string_view path = Path(request);
   if (path == "/health") {
     if (request.method() == http::verb::get || request.method() == http::verb::head) {
       return std::nullopt;
     }
-    HttpResponse res = JsonResponse(
-        405, OpenAiErrorBody(405, "use GET /health", std::nullopt, "method_not_allowed").dump());
+    net::HttpResponse res = net::JsonResponse(
+        405,
+        net::OpenAiErrorBody(405, "use GET /health", std::nullopt, "method_not_allowed").dump());
     res.set(http::field::allow, "GET, HEAD");
     return res;
   }
   if (path != "/v1/preprocess") {
-    return JsonResponse(
-        404, OpenAiErrorBody(404, "no route for " + std::string(path.substr(0, 200)), std::nullopt,
-                             "not_found")
+    return net::JsonResponse(
+        404, net::OpenAiErrorBody(404, "no route for " + std::string(path.substr(0, 200)),
+                                  std::nullopt, "not_found")
                  .dump());
   }
   if (request.method() != http::verb::post) {
-    HttpResponse res = JsonResponse(
+    net::HttpResponse res = net::JsonResponse(
         405,
-        OpenAiErrorBody(405, "use POST /v1/preprocess", std::nullopt, "method_not_allowed").dump());
+        net::OpenAiErrorBody(405, "use POST /v1/preprocess", std::nullopt, "method_not_allowed")
+            .dump());
     res.set(http::field::allow, "POST");
     return res;
   }
@@ -62,13 +65,14 @@ std::optional<HttpResponse> RouteRefusal(const HttpRequest& request) {
 }
 
 // The response for a finished request (encoded on the worker, inside the reservation).
-HttpResponse Encode(ResponseFormat format, PreprocessResult* result, std::exception_ptr error) {
+net::HttpResponse Encode(ResponseFormat format, PreprocessResult* result,
+                         std::exception_ptr error) {
   try {
     if (error) std::rethrow_exception(error);
     if (format == ResponseFormat::kJson) {
-      return JsonResponse(200, EncodeJson(*result).dump());
+      return net::JsonResponse(200, EncodeJson(*result).dump());
     }
-    HttpResponse res{http::status::ok, 11};
+    net::HttpResponse res{http::status::ok, 11};
     res.set(http::field::content_type, "application/octet-stream");
     res.body() = EncodeSafetensors(*result);
     return res;
@@ -82,7 +86,7 @@ HttpResponse Encode(ResponseFormat format, PreprocessResult* result, std::except
 
 // Parses and admits the body, then starts the work; errors are answered at once.
 void Admit(std::shared_ptr<const PreprocessService> service, PreprocessPools pools,
-           const std::string& body, Responder respond) {
+           const std::string& body, net::Responder respond) {
   PreprocessRequest request;
   try {
     request = ParsePreprocessRequest(body);
@@ -99,8 +103,8 @@ void Admit(std::shared_ptr<const PreprocessService> service, PreprocessPools poo
 
 }  // namespace
 
-HttpHeaderCheck MakePreprocessHeaderCheck(PreprocessPools pools) {
-  return [pools](const HttpRequest& header) -> std::optional<HttpResponse> {
+net::HttpHeaderCheck MakePreprocessHeaderCheck(PreprocessPools pools) {
+  return [pools](const net::HttpRequest& header) -> std::optional<net::HttpResponse> {
     if (auto refusal = RouteRefusal(header)) return refusal;
     // Nothing would take the work: say so before the client sends the body.
     if (Path(header) == "/v1/preprocess" && pools.workers->full()) return QueueFull();
@@ -108,16 +112,16 @@ HttpHeaderCheck MakePreprocessHeaderCheck(PreprocessPools pools) {
   };
 }
 
-HttpHandler MakePreprocessHttpHandler(std::shared_ptr<const PreprocessService> service,
-                                      PreprocessPools pools) {
-  return [service, pools](HttpRequest&& request, Responder respond) {
+net::HttpHandler MakePreprocessHttpHandler(std::shared_ptr<const PreprocessService> service,
+                                           PreprocessPools pools) {
+  return [service, pools](net::HttpRequest&& request, net::Responder respond) {
     if (auto refusal = RouteRefusal(request)) return respond(std::move(*refusal));
     if (Path(request) == "/health") {
       nlohmann::json health = {{"status", "ok"},
                                {"queued", pools.workers->queued()},
                                {"running", pools.workers->running()},
                                {"fetching", pools.fetch->running()}};
-      return respond(JsonResponse(200, health.dump()));
+      return respond(net::JsonResponse(200, health.dump()));
     }
     if (request.body().size() <= kInlineParseBytes) {
       return Admit(service, pools, request.body(), std::move(respond));
@@ -131,4 +135,4 @@ HttpHandler MakePreprocessHttpHandler(std::shared_ptr<const PreprocessService> s
   };
 }
 
-}  // namespace m3::net
+}  // namespace m3::preprocess

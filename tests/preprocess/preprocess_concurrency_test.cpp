@@ -12,7 +12,7 @@
 #include "gateway/media/m3_vision_processor.h"
 #include "gateway/net/api_error.h"
 #include "gateway/net/base64.h"
-#include "gateway/net/preprocess_pipeline.h"
+#include "gateway/preprocess/preprocess_pipeline.h"
 #include "tests/net/loopback_http.h"
 #include "tests/test_util.h"
 
@@ -20,6 +20,8 @@ namespace {
 
 using namespace m3;
 using namespace m3::net;
+using namespace m3::preprocess;
+using m3::content::MediaRef;
 using Clock = std::chrono::steady_clock;
 
 std::shared_ptr<const media::MediaPreprocessor> Preprocessor() {

@@ -3,7 +3,7 @@
 // queue, held from admission until it ends, so the queue limit bounds the requests in flight
 // (fetching or decoding) as it did when each fetching request held a fetch thread; its items'
 // jobs then go to the pool without the limit (at most PreprocessLimits::max_items of them).
-#include "gateway/net/preprocess_pipeline.h"
+#include "gateway/preprocess/preprocess_pipeline.h"
 
 #include <atomic>
 #include <mutex>
@@ -14,18 +14,18 @@
 #include "gateway/net/url.h"
 #include "shared/error.h"
 
-namespace m3::net {
+namespace m3::preprocess {
 namespace {
 
 using Clock = PreprocessService::Clock;
 
 struct Job {
   std::shared_ptr<const PreprocessService> service;
-  std::shared_ptr<WorkerPool> workers;
+  std::shared_ptr<net::WorkerPool> workers;
   PreprocessRequest request;
   Clock::time_point deadline;
-  std::shared_ptr<SharedByteBudget> bytes;
-  MemoryBudget::Reservation held;
+  std::shared_ptr<net::SharedByteBudget> bytes;
+  net::MemoryBudget::Reservation held;
   RequestCharges charges{&held};
   PreprocessFinish finish;
   std::atomic<bool> slot_held{false};
@@ -42,13 +42,14 @@ std::exception_ptr QueueFull() {
 }
 
 // Errors name the item they came from, as PreprocessService's do.
-std::exception_ptr ForItem(std::exception_ptr error, const MediaRef& ref) {
+std::exception_ptr ForItem(std::exception_ptr error, const content::MediaRef& ref) {
   try {
     std::rethrow_exception(error);
-  } catch (const ParamError&) {
+  } catch (const net::ParamError&) {
     return error;
   } catch (const Error& e) {
-    return std::make_exception_ptr(ParamError(e.code(), ref.param + ": " + e.what(), ref.param));
+    return std::make_exception_ptr(
+        net::ParamError(e.code(), ref.param + ": " + e.what(), ref.param));
   } catch (...) {
     return error;
   }
@@ -94,9 +95,9 @@ void Queue(const std::shared_ptr<Job>& job, std::function<void()> work) {
 }
 
 // Decodes item `i` from its bytes; the last item to finish gathers the result.
-void Decode(Job& job, size_t i, FetchedMedia fetched) {
+void Decode(Job& job, size_t i, net::FetchedMedia fetched) {
   if (Ended(job)) return;
-  const MediaRef& ref = job.request.items[i];
+  const content::MediaRef& ref = job.request.items[i];
   media::PreprocessedMedia item;
   try {
     job.service->ChargeFetched(job.charges, static_cast<int64_t>(fetched.bytes.size()));
@@ -117,8 +118,8 @@ void Decode(Job& job, size_t i, FetchedMedia fetched) {
 // Item `i` without the network (inline bytes, data: URI, local file), on a worker.
 void ReadAndDecode(Job& job, size_t i) {
   if (Ended(job)) return;
-  MediaRef& ref = job.request.items[i];
-  FetchedMedia fetched;
+  content::MediaRef& ref = job.request.items[i];
+  net::FetchedMedia fetched;
   try {
     if (Clock::now() >= job.deadline) {
       throw Error(ErrorCode::kDeadlineExceeded,
@@ -126,14 +127,14 @@ void ReadAndDecode(Job& job, size_t i) {
                       std::to_string(job.service->limits().request_timeout.count()) +
                       " ms for fetching media ran out before this item");
     }
-    const MediaFetcher& fetcher = job.service->fetcher();
-    ByteBudget local(job.bytes->remaining());
+    const net::MediaFetcher& fetcher = job.service->fetcher();
+    net::ByteBudget local(job.bytes->remaining());
     fetched = ref.bytes ? fetcher.FromBytes(std::move(*ref.bytes), ref.kind, &local, ref.param)
                         : fetcher.Fetch(ref.url, ref.kind, &local, job.deadline);
     job.bytes->Charge(static_cast<int64_t>(fetched.bytes.size()),
                       fetched.source + " (" + std::to_string(fetched.bytes.size()) + " bytes)");
     if (ref.bytes) std::string().swap(*ref.bytes);
-    if (UrlScheme(ref.url) == "data") std::string().swap(ref.url);  // decoded: drop the text
+    if (net::UrlScheme(ref.url) == "data") std::string().swap(ref.url);  // decoded: drop the text
   } catch (...) {
     return Fail(job, ForItem(std::current_exception(), ref));
   }
@@ -152,7 +153,8 @@ void StartPreprocess(std::shared_ptr<const PreprocessService> service, const Pre
   job->request = std::move(request);
   job->held = service->OpenReservation();
   job->deadline = Clock::now() + service->limits().request_timeout;
-  job->bytes = std::make_shared<SharedByteBudget>(service->fetcher().options().max_request_bytes);
+  job->bytes =
+      std::make_shared<net::SharedByteBudget>(service->fetcher().options().max_request_bytes);
   job->finish = std::move(finish);
   const size_t n = job->request.items.size();
   job->items.resize(n);
@@ -167,21 +169,20 @@ void StartPreprocess(std::shared_ptr<const PreprocessService> service, const Pre
     });
   }
   for (size_t i = 0; i < n && !Ended(*job); ++i) {
-    const MediaRef& ref = job->request.items[i];
-    if (ref.bytes || !MediaFetcher::IsRemote(ref.url)) {
+    const content::MediaRef& ref = job->request.items[i];
+    if (ref.bytes || !net::MediaFetcher::IsRemote(ref.url)) {
       Queue(job, [job, i] { ReadAndDecode(*job, i); });
       continue;
     }
-    service->fetcher().FetchAsync(ref.url, ref.kind, job->bytes, job->deadline,
-                                  [job, i](std::exception_ptr error, FetchedMedia fetched) {
-                                    if (error)
-                                      return Fail(*job, ForItem(error, job->request.items[i]));
-                                    if (Ended(*job)) return;
-                                    auto media = std::make_shared<FetchedMedia>(std::move(fetched));
-                                    Queue(job,
-                                          [job, i, media] { Decode(*job, i, std::move(*media)); });
-                                  });
+    service->fetcher().FetchAsync(
+        ref.url, ref.kind, job->bytes, job->deadline,
+        [job, i](std::exception_ptr error, net::FetchedMedia fetched) {
+          if (error) return Fail(*job, ForItem(error, job->request.items[i]));
+          if (Ended(*job)) return;
+          auto media = std::make_shared<net::FetchedMedia>(std::move(fetched));
+          Queue(job, [job, i, media] { Decode(*job, i, std::move(*media)); });
+        });
   }
 }
 
-}  // namespace m3::net
+}  // namespace m3::preprocess

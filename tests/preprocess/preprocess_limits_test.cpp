@@ -13,8 +13,8 @@
 #include "gateway/net/api_error.h"
 #include "gateway/net/base64.h"
 #include "gateway/net/http_server.h"
-#include "gateway/net/preprocess_http.h"
-#include "gateway/net/preprocess_service.h"
+#include "gateway/preprocess/preprocess_http.h"
+#include "gateway/preprocess/preprocess_service.h"
 #include "tests/net/loopback_http.h"
 #include "tests/test_util.h"
 
@@ -22,6 +22,8 @@ namespace {
 
 using namespace m3;
 using namespace m3::net;
+using namespace m3::preprocess;
+using m3::content::MediaRef;
 
 std::shared_ptr<const media::MediaPreprocessor> Preprocessor() {
   static auto pre = std::make_shared<const media::MediaPreprocessor>(

@@ -8,10 +8,10 @@
 
 #include <memory>
 
-#include "gateway/net/preprocess_pipeline.h"
+#include "gateway/preprocess/preprocess_pipeline.h"
 #include "preprocess.grpc.pb.h"
 
-namespace m3::net {
+namespace m3::preprocess {
 
 class GrpcPreprocessService final
     : public m3::preprocess::v1::Preprocess::WithRawCallbackMethod_Preprocess<
@@ -33,7 +33,7 @@ class GrpcPreprocessService final
   PreprocessPools pools_;
 };
 
-// Converts a gRPC request to the pipeline's request; throws ParamError for bad input.
+// Converts a gRPC request to the pipeline's request; throws net::ParamError for bad input.
 PreprocessRequest FromProto(const m3::preprocess::v1::PreprocessRequest& request);
 
-}  // namespace m3::net
+}  // namespace m3::preprocess

@@ -1,5 +1,5 @@
 // gRPC Preprocess service (see grpc_preprocess_service.h).
-#include "gateway/net/grpc_preprocess_service.h"
+#include "gateway/preprocess/grpc_preprocess_service.h"
 
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/proto_buffer_reader.h>
@@ -7,13 +7,13 @@
 #include "gateway/net/api_error.h"
 #include "shared/log.h"
 
-namespace m3::net {
+namespace m3::preprocess {
 namespace {
 
 namespace pb = m3::preprocess::v1;
 
 grpc::Status ToStatus(const Error& e) {
-  return grpc::Status(static_cast<grpc::StatusCode>(GrpcStatusCodeFor(e.code())), e.what());
+  return grpc::Status(static_cast<grpc::StatusCode>(net::GrpcStatusCodeFor(e.code())), e.what());
 }
 
 void FillResponse(const PreprocessResult& result, pb::PreprocessResponse* response) {
@@ -25,8 +25,8 @@ void FillResponse(const PreprocessResult& result, pb::PreprocessResponse* respon
   }
   for (const auto& m : result.items) {
     pb::ItemResult* item = response->add_items();
-    item->set_kind(m.kind == media::PreprocessedMedia::Kind::kImage ? pb::MEDIA_KIND_IMAGE
-                                                                    : pb::MEDIA_KIND_VIDEO);
+    item->set_kind(m.kind == content::MediaKind::kImage ? pb::MEDIA_KIND_IMAGE
+                                                        : pb::MEDIA_KIND_VIDEO);
     for (int64_t g : m.grid_thw) item->add_grid_thw(g);
     for (double ts : m.timestamps) item->add_timestamps(ts);
     item->set_placeholder_tokens(m.placeholder_tokens);
@@ -39,28 +39,28 @@ void FillResponse(const PreprocessResult& result, pb::PreprocessResponse* respon
 PreprocessRequest FromProto(const pb::PreprocessRequest& request) {
   PreprocessRequest out;
   if (request.items_size() == 0)
-    throw ParamError(ErrorCode::kInvalidArgument, "the request has no items", "items");
+    throw net::ParamError(ErrorCode::kInvalidArgument, "the request has no items", "items");
   for (int i = 0; i < request.items_size(); ++i) {
     const pb::MediaItem& item = request.items(i);
     std::string at = "items[" + std::to_string(i) + "]";
-    MediaRef ref;
+    content::MediaRef ref;
     if (item.kind() == pb::MEDIA_KIND_IMAGE)
-      ref.kind = MediaKind::kImage;
+      ref.kind = content::MediaKind::kImage;
     else if (item.kind() == pb::MEDIA_KIND_VIDEO)
-      ref.kind = MediaKind::kVideo;
+      ref.kind = content::MediaKind::kVideo;
     else
-      throw ParamError(ErrorCode::kInvalidArgument, at + ".kind must be IMAGE or VIDEO",
-                       at + ".kind");
+      throw net::ParamError(ErrorCode::kInvalidArgument, at + ".kind must be IMAGE or VIDEO",
+                            at + ".kind");
     if (item.source_case() == pb::MediaItem::kUrl) {
       ref.url = item.url();
       ref.param = at + ".url";
       if (ref.url.empty())
-        throw ParamError(ErrorCode::kInvalidArgument, ref.param + " is empty", ref.param);
+        throw net::ParamError(ErrorCode::kInvalidArgument, ref.param + " is empty", ref.param);
     } else if (item.source_case() == pb::MediaItem::kData) {
       ref.bytes = item.data();
       ref.param = at + ".data";
     } else {
-      throw ParamError(ErrorCode::kInvalidArgument, at + " needs url or data", at);
+      throw net::ParamError(ErrorCode::kInvalidArgument, at + " needs url or data", at);
     }
     out.items.push_back(std::move(ref));
   }
@@ -68,8 +68,8 @@ PreprocessRequest FromProto(const pb::PreprocessRequest& request) {
   auto positive = [](bool has, int64_t v, const char* name) -> std::optional<int64_t> {
     if (!has) return std::nullopt;
     if (v <= 0)
-      throw ParamError(ErrorCode::kInvalidArgument,
-                       std::string("options.") + name + " must be positive", name);
+      throw net::ParamError(ErrorCode::kInvalidArgument,
+                            std::string("options.") + name + " must be positive", name);
     return v;
   };
   out.options.min_pixels = positive(o.has_min_pixels(), o.min_pixels(), "min_pixels");
@@ -78,7 +78,7 @@ PreprocessRequest FromProto(const pb::PreprocessRequest& request) {
   out.options.max_frames = positive(o.has_max_frames(), o.max_frames(), "max_frames");
   if (o.has_fps()) {
     if (!(o.fps() > 0))
-      throw ParamError(ErrorCode::kInvalidArgument, "options.fps must be positive", "fps");
+      throw net::ParamError(ErrorCode::kInvalidArgument, "options.fps must be positive", "fps");
     out.options.fps = o.fps();
   }
   out.options.all_frames = o.has_all_frames() && o.all_frames();
@@ -140,4 +140,4 @@ grpc::ServerUnaryReactor* GrpcPreprocessService::Health(grpc::CallbackServerCont
   return reactor;
 }
 
-}  // namespace m3::net
+}  // namespace m3::preprocess

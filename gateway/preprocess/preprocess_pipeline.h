@@ -13,18 +13,18 @@
 #include <functional>
 #include <memory>
 
-#include "gateway/net/preprocess_service.h"
 #include "gateway/net/worker_pool.h"
+#include "gateway/preprocess/preprocess_service.h"
 
-namespace m3::net {
+namespace m3::preprocess {
 
 struct PreprocessPools {
-  std::shared_ptr<WorkerPool> workers;  // decoding and resizing (CPU)
-  std::shared_ptr<WorkerPool> fetch;    // blocking I/O off the network threads (large bodies)
+  std::shared_ptr<net::WorkerPool> workers;  // decoding and resizing (CPU)
+  std::shared_ptr<net::WorkerPool> fetch;    // blocking I/O off the network threads (large bodies)
 };
 
 // Called exactly once, from a pool or network thread (or the calling thread when nothing
-// could be queued): with the result, or with the error (an m3::Error, usually a ParamError).
+// could be queued): with the result, or with the error (an m3::Error, usually a net::ParamError).
 // Keep it short: it may run on a fetch network thread when a fetch fails.
 using PreprocessFinish = std::function<void(PreprocessResult* result, std::exception_ptr error)>;
 
@@ -32,4 +32,4 @@ using PreprocessFinish = std::function<void(PreprocessResult* result, std::excep
 void StartPreprocess(std::shared_ptr<const PreprocessService> service, const PreprocessPools& pools,
                      PreprocessRequest request, PreprocessFinish finish);
 
-}  // namespace m3::net
+}  // namespace m3::preprocess

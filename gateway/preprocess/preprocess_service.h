@@ -1,11 +1,11 @@
 // The preprocessing pipeline behind /v1/preprocess and the gRPC Preprocess service, in three
 // stages so that each runs where it belongs: Admit (cheap checks against PreprocessLimits and
 // each reference's syntax/policy, on the network thread, before anything is queued), FetchAll
-// (each item through MediaFetcher under one request deadline; blocking I/O, on a fetch pool)
+// (each item through net::MediaFetcher under one request deadline; blocking I/O, on a fetch pool)
 // and Process (decode/resize/patchify with media::MediaPreprocessor, CPU-heavy, on the worker
 // pool), which gathers the results into the tensors the engine would receive, concatenated in
 // request order. Bytes held between and during the stages (fetched media, output tensors) are
-// charged to the process-wide MemoryBudget when one is given.
+// charged to the process-wide net::MemoryBudget when one is given.
 #pragma once
 
 #include <chrono>
@@ -19,11 +19,11 @@
 #include "gateway/media/media_preprocessor.h"
 #include "gateway/net/media_fetcher.h"
 #include "gateway/net/memory_budget.h"
-#include "gateway/net/preprocess_limits.h"
-#include "gateway/net/preprocess_request.h"
+#include "gateway/preprocess/preprocess_limits.h"
+#include "gateway/preprocess/preprocess_request.h"
 #include "shared/safetensors.h"
 
-namespace m3::net {
+namespace m3::preprocess {
 
 struct PreprocessResult {
   std::vector<media::PreprocessedMedia> items;  // request order
@@ -37,9 +37,9 @@ struct PreprocessResult {
 // and its memory reservation. A request's items may be charged from several threads at once;
 // `mu` guards all of it, the reservation included.
 struct RequestCharges {
-  explicit RequestCharges(MemoryBudget::Reservation* held) : held(held) {}
+  explicit RequestCharges(net::MemoryBudget::Reservation* held) : held(held) {}
   std::mutex mu;
-  MemoryBudget::Reservation* held;  // may be null
+  net::MemoryBudget::Reservation* held;  // may be null
   int64_t pixels = 0;
   int64_t bytes = 0;
 };
@@ -48,9 +48,10 @@ class PreprocessService {
  public:
   using Clock = std::chrono::steady_clock;
 
-  PreprocessService(std::shared_ptr<const MediaFetcher> fetcher,
+  PreprocessService(std::shared_ptr<const net::MediaFetcher> fetcher,
                     std::shared_ptr<const media::MediaPreprocessor> preprocessor,
-                    PreprocessLimits limits = {}, std::shared_ptr<MemoryBudget> memory = nullptr);
+                    PreprocessLimits limits = {},
+                    std::shared_ptr<net::MemoryBudget> memory = nullptr);
 
   // Errors of all stages are ParamErrors naming the item ("content[1].image_url.url: ...").
   // No I/O but a stat for local files: the item count, the resize options, each reference.
@@ -59,16 +60,17 @@ class PreprocessService {
   static bool NeedsNetwork(const PreprocessRequest& request);
   // Fetches every item before `deadline`; the data: URIs' text is released as it is decoded.
   // Fetched bytes are charged to `held` (kResourceExhausted when the budget is spent).
-  std::vector<FetchedMedia> FetchAll(PreprocessRequest& request, Clock::time_point deadline,
-                                     MemoryBudget::Reservation* held) const;
+  std::vector<net::FetchedMedia> FetchAll(PreprocessRequest& request, Clock::time_point deadline,
+                                          net::MemoryBudget::Reservation* held) const;
   // Decodes and gathers; output tensors are checked against the limits and charged to `held`
   // before they are allocated.
-  PreprocessResult Process(const PreprocessRequest& request, std::vector<FetchedMedia> fetched,
-                           MemoryBudget::Reservation* held) const;
+  PreprocessResult Process(const PreprocessRequest& request, std::vector<net::FetchedMedia> fetched,
+                           net::MemoryBudget::Reservation* held) const;
   // One item of Process: decodes `bytes` (released once decoded) with the request's
   // options, charging its outputs to `charges`. Errors are ParamErrors naming `ref.param`.
-  media::PreprocessedMedia ProcessItem(const MediaRef& ref, const media::MediaOptions& options,
-                                       std::string& bytes, RequestCharges& charges) const;
+  media::PreprocessedMedia ProcessItem(const content::MediaRef& ref,
+                                       const media::MediaOptions& options, std::string& bytes,
+                                       RequestCharges& charges) const;
   // Charges fetched bytes to the request's reservation: kResourceExhausted when the memory
   // budget has no room.
   void ChargeFetched(RequestCharges& charges, int64_t bytes) const;
@@ -76,16 +78,16 @@ class PreprocessService {
   PreprocessResult Run(PreprocessRequest request) const;
 
   // An empty reservation on the memory budget (one that never refuses when there is none).
-  MemoryBudget::Reservation OpenReservation() const;
+  net::MemoryBudget::Reservation OpenReservation() const;
 
-  const MediaFetcher& fetcher() const { return *fetcher_; }
+  const net::MediaFetcher& fetcher() const { return *fetcher_; }
   const PreprocessLimits& limits() const { return limits_; }
 
  private:
-  std::shared_ptr<const MediaFetcher> fetcher_;
+  std::shared_ptr<const net::MediaFetcher> fetcher_;
   std::shared_ptr<const media::MediaPreprocessor> preprocessor_;
   PreprocessLimits limits_;
-  std::shared_ptr<MemoryBudget> memory_;
+  std::shared_ptr<net::MemoryBudget> memory_;
 };
 
 // Gathers processed items into the output tensors and metadata (used by Process; public so
@@ -98,4 +100,4 @@ std::string EncodeSafetensors(const PreprocessResult& result);
 // {"tensors": {name: {"dtype", "shape", "data": base64}}, "items": [...]}
 nlohmann::json EncodeJson(const PreprocessResult& result);
 
-}  // namespace m3::net
+}  // namespace m3::preprocess

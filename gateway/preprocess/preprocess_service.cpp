@@ -1,5 +1,5 @@
 // The preprocessing pipeline and its output encodings (see preprocess_service.h).
-#include "gateway/net/preprocess_service.h"
+#include "gateway/preprocess/preprocess_service.h"
 
 #include <cstring>
 
@@ -7,11 +7,10 @@
 #include "gateway/net/base64.h"
 #include "gateway/net/url.h"
 
-namespace m3::net {
+namespace m3::preprocess {
 namespace {
 
 using nlohmann::json;
-using Kind = media::PreprocessedMedia::Kind;
 
 HostTensor ConcatRows(const std::vector<const HostTensor*>& parts, const char* name) {
   int64_t rows = 0, cols = -1;
@@ -40,42 +39,44 @@ HostTensor GridTensor(const std::vector<const media::PreprocessedMedia*>& items)
 
 }  // namespace
 
-PreprocessService::PreprocessService(std::shared_ptr<const MediaFetcher> fetcher,
+PreprocessService::PreprocessService(std::shared_ptr<const net::MediaFetcher> fetcher,
                                      std::shared_ptr<const media::MediaPreprocessor> preprocessor,
-                                     PreprocessLimits limits, std::shared_ptr<MemoryBudget> memory)
+                                     PreprocessLimits limits,
+                                     std::shared_ptr<net::MemoryBudget> memory)
     : fetcher_(std::move(fetcher)),
       preprocessor_(std::move(preprocessor)),
       limits_(limits),
       memory_(std::move(memory)) {}
 
-MemoryBudget::Reservation PreprocessService::OpenReservation() const {
-  return memory_ ? memory_->Open() : MemoryBudget::Reservation();
+net::MemoryBudget::Reservation PreprocessService::OpenReservation() const {
+  return memory_ ? memory_->Open() : net::MemoryBudget::Reservation();
 }
 
 void PreprocessService::Admit(const PreprocessRequest& request) const {
   const int64_t items = static_cast<int64_t>(request.items.size());
   if (items > limits_.max_items) {
-    throw ParamError(ErrorCode::kInvalidArgument,
-                     "the request has " + std::to_string(items) +
-                         " media items, over this server's limit of " +
-                         std::to_string(limits_.max_items) + " per request",
-                     "content");
+    throw net::ParamError(ErrorCode::kInvalidArgument,
+                          "the request has " + std::to_string(items) +
+                              " media items, over this server's limit of " +
+                              std::to_string(limits_.max_items) + " per request",
+                          "content");
   }
   for (const auto& [value, name] : {std::pair{request.options.max_pixels, "max_pixels"},
                                     std::pair{request.options.min_pixels, "min_pixels"}}) {
     if (value && *value > limits_.max_pixels) {
-      throw ParamError(ErrorCode::kInvalidArgument,
-                       std::string("'") + name + "' of " + std::to_string(*value) +
-                           " is over this server's limit of " + std::to_string(limits_.max_pixels) +
-                           " pixels per request",
-                       name);
+      throw net::ParamError(ErrorCode::kInvalidArgument,
+                            std::string("'") + name + "' of " + std::to_string(*value) +
+                                " is over this server's limit of " +
+                                std::to_string(limits_.max_pixels) + " pixels per request",
+                            name);
     }
   }
   for (const auto& ref : request.items) {
     try {
       if (ref.bytes) {
-        const int64_t limit = ref.kind == MediaKind::kImage ? fetcher_->options().max_image_bytes
-                                                            : fetcher_->options().max_video_bytes;
+        const int64_t limit = ref.kind == content::MediaKind::kImage
+                                  ? fetcher_->options().max_image_bytes
+                                  : fetcher_->options().max_video_bytes;
         if (static_cast<int64_t>(ref.bytes->size()) > limit) {
           throw Error(ErrorCode::kTooLarge, "inline media of " + std::to_string(ref.bytes->size()) +
                                                 " bytes is over the limit of " +
@@ -85,10 +86,10 @@ void PreprocessService::Admit(const PreprocessRequest& request) const {
       } else {
         fetcher_->Precheck(ref.url, ref.kind);
       }
-    } catch (const ParamError&) {
+    } catch (const net::ParamError&) {
       throw;
     } catch (const Error& e) {
-      throw ParamError(e.code(), ref.param + ": " + e.what(), ref.param);
+      throw net::ParamError(e.code(), ref.param + ": " + e.what(), ref.param);
     }
   }
 }
@@ -96,18 +97,18 @@ void PreprocessService::Admit(const PreprocessRequest& request) const {
 bool PreprocessService::NeedsNetwork(const PreprocessRequest& request) {
   for (const auto& ref : request.items) {
     if (ref.bytes) continue;
-    const std::string scheme = UrlScheme(ref.url);
+    const std::string scheme = net::UrlScheme(ref.url);
     if (scheme == "http" || scheme == "https") return true;
   }
   return false;
 }
 
-std::vector<FetchedMedia> PreprocessService::FetchAll(PreprocessRequest& request,
-                                                      Clock::time_point deadline,
-                                                      MemoryBudget::Reservation* held) const {
-  ByteBudget budget(fetcher_->options().max_request_bytes);
+std::vector<net::FetchedMedia> PreprocessService::FetchAll(
+    PreprocessRequest& request, Clock::time_point deadline,
+    net::MemoryBudget::Reservation* held) const {
+  net::ByteBudget budget(fetcher_->options().max_request_bytes);
   RequestCharges charges(held);
-  std::vector<FetchedMedia> fetched;
+  std::vector<net::FetchedMedia> fetched;
   fetched.reserve(request.items.size());
   for (auto& ref : request.items) {
     try {
@@ -117,17 +118,17 @@ std::vector<FetchedMedia> PreprocessService::FetchAll(PreprocessRequest& request
                         std::to_string(limits_.request_timeout.count()) +
                         " ms for fetching media ran out before this item");
       }
-      FetchedMedia item =
+      net::FetchedMedia item =
           ref.bytes ? fetcher_->FromBytes(std::move(*ref.bytes), ref.kind, &budget, ref.param)
                     : fetcher_->Fetch(ref.url, ref.kind, &budget, deadline);
       if (ref.bytes) ref.bytes->clear();
-      if (UrlScheme(ref.url) == "data") std::string().swap(ref.url);  // decoded: drop the text
+      if (net::UrlScheme(ref.url) == "data") std::string().swap(ref.url);  // decoded: drop the text
       ChargeFetched(charges, static_cast<int64_t>(item.bytes.size()));
       fetched.push_back(std::move(item));
-    } catch (const ParamError&) {
+    } catch (const net::ParamError&) {
       throw;
     } catch (const Error& e) {
-      throw ParamError(e.code(), ref.param + ": " + e.what(), ref.param);
+      throw net::ParamError(e.code(), ref.param + ": " + e.what(), ref.param);
     }
   }
   return fetched;
@@ -142,7 +143,7 @@ void PreprocessService::ChargeFetched(RequestCharges& charges, int64_t bytes) co
   }
 }
 
-media::PreprocessedMedia PreprocessService::ProcessItem(const MediaRef& ref,
+media::PreprocessedMedia PreprocessService::ProcessItem(const content::MediaRef& ref,
                                                         const media::MediaOptions& options,
                                                         std::string& bytes,
                                                         RequestCharges& charges) const {
@@ -171,21 +172,21 @@ media::PreprocessedMedia PreprocessService::ProcessItem(const MediaRef& ref,
     }
   };
   try {
-    media::PreprocessedMedia item = ref.kind == MediaKind::kImage
+    media::PreprocessedMedia item = ref.kind == content::MediaKind::kImage
                                         ? preprocessor_->ProcessImage(bytes, options, check)
                                         : preprocessor_->ProcessVideo(bytes, options, check);
     std::string().swap(bytes);
     return item;
-  } catch (const ParamError&) {
+  } catch (const net::ParamError&) {
     throw;
   } catch (const Error& e) {
-    throw ParamError(e.code(), ref.param + ": " + e.what(), ref.param);
+    throw net::ParamError(e.code(), ref.param + ": " + e.what(), ref.param);
   }
 }
 
 PreprocessResult PreprocessService::Process(const PreprocessRequest& request,
-                                            std::vector<FetchedMedia> fetched,
-                                            MemoryBudget::Reservation* held) const {
+                                            std::vector<net::FetchedMedia> fetched,
+                                            net::MemoryBudget::Reservation* held) const {
   Require(fetched.size() == request.items.size(), ErrorCode::kInternal,
           "preprocess: fetched items do not match the request");
   RequestCharges charges(held);
@@ -199,8 +200,8 @@ PreprocessResult PreprocessService::Process(const PreprocessRequest& request,
 
 PreprocessResult PreprocessService::Run(PreprocessRequest request) const {
   Admit(request);
-  MemoryBudget::Reservation held = OpenReservation();
-  std::vector<FetchedMedia> fetched =
+  net::MemoryBudget::Reservation held = OpenReservation();
+  std::vector<net::FetchedMedia> fetched =
       FetchAll(request, Clock::now() + limits_.request_timeout, &held);
   return Process(request, std::move(fetched), &held);
 }
@@ -213,7 +214,7 @@ PreprocessResult GatherResults(std::vector<media::PreprocessedMedia> items) {
   result.item_metadata = json::array();
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& m = items[i];
-    bool image = m.kind == Kind::kImage;
+    bool image = m.kind == content::MediaKind::kImage;
     (image ? images : videos).push_back(&m);
     (image ? image_pixels : video_pixels).push_back(&m.pixel_values);
     if (!image) timestamps.insert(timestamps.end(), m.timestamps.begin(), m.timestamps.end());
@@ -253,10 +254,10 @@ json EncodeJson(const PreprocessResult& result) {
   for (const auto& [name, t] : result.tensors) {
     tensors[name] = {{"dtype", DTypeName(t.dtype())},
                      {"shape", t.shape()},
-                     {"data", Base64Encode(std::string_view(reinterpret_cast<const char*>(t.data()),
-                                                            t.nbytes()))}};
+                     {"data", net::Base64Encode(std::string_view(
+                                  reinterpret_cast<const char*>(t.data()), t.nbytes()))}};
   }
   return {{"tensors", tensors}, {"items", result.item_metadata}};
 }
 
-}  // namespace m3::net
+}  // namespace m3::preprocess

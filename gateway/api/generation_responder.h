@@ -1,0 +1,30 @@
+// GenerationResponder: the API side of a GenerationSession. The session's events become the
+// OpenAI response through a ResponseFormatter (SSE chunks as tokens arrive, or one body at
+// the end), and a GenerationError becomes an OpenAI error: an HTTP status and error body when
+// nothing has been written yet, or an SSE error event and [DONE] once the stream has started.
+// Nothing is written before the engine's first response, so a request that fails early still
+// gets a proper status line.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "gateway/engine_client/generation_observer.h"
+#include "gateway/openai/response_formatter.h"
+
+namespace m3::api {
+
+struct ResponseSink {
+  // Streaming only: SSE text, in order. The first call means a 200 with an event stream.
+  std::function<void(std::string events)> write;
+  // Exactly once, last. Streaming: status 200 and an empty body after the final write, or an
+  // error status and OpenAI error body when nothing was written. Non-streaming: the status and
+  // the response or error body. 499 (nothing to send) after the session was cancelled.
+  std::function<void(int http_status, std::string body)> finish;
+};
+
+std::shared_ptr<engine_client::GenerationObserver> MakeGenerationResponder(
+    std::unique_ptr<openai::ResponseFormatter> formatter, ResponseSink sink);
+
+}  // namespace m3::api
