@@ -296,7 +296,7 @@ void M3ToolCallParser::Run(ToolCallDelta& out) {
         scan_ = pos;
         if (t.scan == Scan::kNeedMore) return;
         if (t.scan == Scan::kNotTag) {
-          stack_.back().text.append(ns_);
+          // A namespace token that starts no tag is markup gone astray, not part of the value.
           scan_ = pos + ns_.size();
           break;
         }

@@ -13,7 +13,8 @@
 //
 // What the model gets wrong is survived: whitespace between NS and '<'; a parameter whose
 // opening tag is missing (`NS<invoke name="f">NSvalueNS</p>`: value of p); a missing
-// NS</invoke>; a close tag that skips inner closes. Text before and after blocks is content.
+// NS</invoke>; a close tag that skips inner closes; a stray NS inside a value (dropped). Text
+// before and after blocks is content.
 // An invoke whose tag is not the format is given back as content up to its NS</invoke>; a
 // parameter that cannot be parsed ends its call (already announced, so it cannot be taken
 // back) with the parameters before it, and its text up to the call's end is given back as
