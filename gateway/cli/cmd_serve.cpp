@@ -135,6 +135,12 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   options.limits.max_body_bytes = static_cast<size_t>(a.max_body_bytes);
   options.limits.max_media_items = static_cast<size_t>(a.max_media_items);
   options.max_concurrent_requests = a.max_concurrent_requests;
+  // The reasoning and tool-call formats the model speaks (the flags override the template's),
+  // decided before any engine is contacted so a bad template or flag fails the start at once.
+  const text::ChatFormat chat_format = text::ResolveChatFormat(
+      tmpl::LoadChatTemplateSource(a.model_dir), a.reasoning_parser, a.tool_call_parser);
+  Log(LogLevel::kInfo, "serve: reasoning parser ", text::ReasoningSyntaxName(chat_format.reasoning),
+      ", tool-call parser ", text::ToolCallSyntaxName(chat_format.tool_calls));
 
   engine_client::RouterOptions router_options;
   router_options.health_interval = std::chrono::milliseconds(a.health_interval_ms);
@@ -152,11 +158,6 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   if (healthy == 0) {
     Log(LogLevel::kWarn, "serve: no engine is healthy yet; /ready answers 503 until one is");
   }
-  // The reasoning and tool-call formats the model speaks (the flags override the template's).
-  const text::ChatFormat chat_format = text::ResolveChatFormat(
-      tmpl::LoadChatTemplateSource(a.model_dir), a.reasoning_parser, a.tool_call_parser);
-  Log(LogLevel::kInfo, "serve: reasoning parser ", text::ReasoningSyntaxName(chat_format.reasoning),
-      ", tool-call parser ", text::ToolCallSyntaxName(chat_format.tool_calls));
   auto ctx =
       std::make_shared<const api::ServingContext>(options, router, service, preprocessor, pools);
   auto api_server = std::make_shared<api::ApiServer>(ctx);

@@ -1,6 +1,6 @@
 // `m3-gateway parse-output` as a user runs it: the M3 test model's output parsed whole and one
 // token at a time to the same JSON line, the M2 format from an M2 model directory, the parser
-// flags, and bad input refused with a message and a non-zero exit.
+// flags (of serve too), and bad input refused with a message and a non-zero exit.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -127,4 +127,16 @@ TEST_CASE("parse-output: bad input gets a clear message and a non-zero exit") {
   r = run({"--model", model, "--request", dir + "/ok.json", "--text-file", dir + "/t.txt",
            "--chunk-tokens", "-1"});
   CHECK(r.exit_code != 0);
+}
+
+TEST_CASE("serve: the parser flags take only the known formats") {
+  const auto r = m3::test::RunProcess({m3::test::BinPath("m3-gateway"), "serve", "--model",
+                                       m3::test::DataPath("m3-chat/model"), "--engine",
+                                       "127.0.0.1:1", "--reasoning-parser", "deepseek_r1"});
+  CHECK(r.exit_code != 0);
+  CHECK((r.err + r.out).find("--reasoning-parser") != std::string::npos);
+  const auto help = m3::test::RunProcess({m3::test::BinPath("m3-gateway"), "serve", "--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(help.out.find("--tool-call-parser") != std::string::npos);
+  CHECK(help.out.find("minimax_m3") != std::string::npos);
 }
