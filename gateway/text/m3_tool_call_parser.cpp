@@ -85,7 +85,10 @@ ToolCallDelta M3ToolCallParser::Flush() {
   if (state_ == State::kInvoke || state_ == State::kParam || state_ == State::kOrphan) {
     EndCall(out);
   }
-  out.content += buf_;
+  // Whitespace between a block's elements is layout, also when the block never closed.
+  const bool layout = (state_ == State::kBlock || state_ == State::kInvoke) &&
+                      buf_.find_first_not_of(" \t\r\n") == std::string::npos;
+  if (!layout) out.content += buf_;
   buf_.clear();
   stack_.clear();
   scan_ = 0;

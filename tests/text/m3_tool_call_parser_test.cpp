@@ -246,6 +246,12 @@ TEST_CASE("M3: missing closes are survived; a cut-off output ends the call it wa
     CHECK(r.content == NS + "<days>4");
   }
   {
+    // The end of output right after an invoke, the block never closed: only its layout is left.
+    auto r = FeedAll(kTools, "a " + NS + "<tool_call>\n" + Invoke("get_weather", Tag("city", "D")));
+    REQUIRE(r.calls.size() == 1);
+    CHECK(r.content == "a ");
+  }
+  {
     auto r = FeedAll(kTools, "text " + NS + "<tool_call>\n" + NS + "<invo");
     CHECK(r.calls.empty());
     CHECK(r.content == "text \n" + NS + "<invo");  // the block's opening markup is consumed
