@@ -154,16 +154,7 @@ OutputDelta OutputParser::Downstream(std::string text, bool final) {
   }
   result_.content += out.content;
   result_.reasoning_content += out.reasoning_content;
-  for (const auto& c : out.tool_calls) {
-    if (c.index < result_.tool_calls.size()) {
-      ToolCall& whole = result_.tool_calls[c.index];
-      if (!c.id.empty()) whole.id = c.id;
-      if (!c.name.empty()) whole.name = c.name;
-      whole.arguments += c.arguments;
-    } else {
-      result_.tool_calls.push_back(c);
-    }
-  }
+  for (const auto& c : out.tool_calls) JoinToolCallPiece(result_.tool_calls, c);
   return out;
 }
 

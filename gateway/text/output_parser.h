@@ -1,5 +1,6 @@
 // OutputParser: the per-request chain from generated token ids to OpenAI response pieces:
-// streaming detokenizer -> stop strings / stop tokens -> reasoning split -> tool calls. Each
+// streaming detokenizer -> stop strings / stop tokens -> reasoning split -> tool calls (the
+// syntax of tool_format: M2 or M3) -> hiding the special-token text the parsers leave. Each
 // step returns a delta {content, reasoning_content, tool_calls} for streaming responses; the
 // accumulated result serves non-streaming responses.
 #pragma once

@@ -90,16 +90,7 @@ ReplayResult OutputReplayer::Replay(const Json& request, std::string_view text,
     r.num_deltas += !d.empty();
     r.content += d.content;
     r.reasoning_content += d.reasoning_content;
-    for (auto& piece : d.tool_calls) {
-      if (piece.index < r.tool_calls.size()) {
-        ToolCall& whole = r.tool_calls[piece.index];
-        if (!piece.id.empty()) whole.id = piece.id;
-        if (!piece.name.empty()) whole.name = piece.name;
-        whole.arguments += piece.arguments;
-      } else {
-        r.tool_calls.push_back(std::move(piece));
-      }
-    }
+    for (auto& piece : d.tool_calls) JoinToolCallPiece(r.tool_calls, std::move(piece));
     if (d.finish_reason) r.finish_reason = *d.finish_reason;
   };
   const std::span<const int32_t> all(ids);

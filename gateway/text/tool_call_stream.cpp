@@ -16,6 +16,17 @@ std::vector<std::string> ToolCallFormat::SpecialMarkers() const {
   return {block_begin, block_end};
 }
 
+void JoinToolCallPiece(std::vector<ToolCall>& calls, ToolCall piece) {
+  if (piece.index >= calls.size()) {
+    calls.push_back(std::move(piece));
+    return;
+  }
+  ToolCall& whole = calls[piece.index];
+  if (!piece.id.empty()) whole.id = std::move(piece.id);
+  if (!piece.name.empty()) whole.name = std::move(piece.name);
+  whole.arguments += piece.arguments;
+}
+
 std::string RandomToolCallId() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   char buf[32];

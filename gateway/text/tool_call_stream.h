@@ -25,6 +25,10 @@ struct ToolCall {
   std::string arguments;  // JSON object text, e.g. {"city":"Paris"} (or a fragment of it)
 };
 
+// Adds a piece to whole calls: a new index starts a call, a known one gets the fragment
+// appended (and an id or name the piece carries).
+void JoinToolCallPiece(std::vector<ToolCall>& calls, ToolCall piece);
+
 struct ToolCallDelta {
   std::string content;
   std::vector<ToolCall> calls;
