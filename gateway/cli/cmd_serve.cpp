@@ -39,6 +39,8 @@
 #include "gateway/preprocess/preprocess_http.h"
 #include "gateway/preprocess/preprocess_limits.h"
 #include "gateway/preprocess/preprocess_service.h"
+#include "gateway/template/chat_template.h"
+#include "gateway/text/chat_format.h"
 #include "gateway/text/prompt_builder.h"
 #include "shared/error.h"
 #include "shared/log.h"
@@ -84,6 +86,9 @@ struct ServeArgs {
   int64_t health_interval_ms = 1000;
   int64_t probe_timeout_ms = 1000;
   std::string routing = "least-load";
+  // The output formats: "auto" reads them from the chat template (text/chat_format.h).
+  std::string reasoning_parser = "auto";
+  std::string tool_call_parser = "auto";
 };
 
 // The connection cap that fits the descriptor limit: the soft limit is raised to the hard one
@@ -130,6 +135,12 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   options.limits.max_body_bytes = static_cast<size_t>(a.max_body_bytes);
   options.limits.max_media_items = static_cast<size_t>(a.max_media_items);
   options.max_concurrent_requests = a.max_concurrent_requests;
+  // The reasoning and tool-call formats the model speaks (the flags override the template's),
+  // decided before any engine is contacted so a bad template or flag fails the start at once.
+  const text::ChatFormat chat_format = text::ResolveChatFormat(
+      tmpl::LoadChatTemplateSource(a.model_dir), a.reasoning_parser, a.tool_call_parser);
+  Log(LogLevel::kInfo, "serve: reasoning parser ", text::ReasoningSyntaxName(chat_format.reasoning),
+      ", tool-call parser ", text::ToolCallSyntaxName(chat_format.tool_calls));
 
   engine_client::RouterOptions router_options;
   router_options.health_interval = std::chrono::milliseconds(a.health_interval_ms);
@@ -261,6 +272,19 @@ int RunServe(int argc, char** argv) {
                  "deadline of one engine health probe")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{10}, int64_t{600000}));
+  const std::vector<std::string> parsers = {"auto",       "minimax_m2", "minimax_m3",
+                                            "minimax-m2", "minimax-m3", "none"};
+  app.add_option("--reasoning-parser", a.reasoning_parser,
+                 "reasoning format of the model's output: auto (from the chat template: "
+                 "<mm:think> is minimax_m3, else minimax_m2), minimax_m2 (<think>), minimax_m3 "
+                 "(<mm:think>), none (reasoning stays in content)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(parsers));
+  app.add_option("--tool-call-parser", a.tool_call_parser,
+                 "tool-call format of the model's output: auto (from the chat template), "
+                 "minimax_m2 (<minimax:tool_call>), minimax_m3 (]<]minimax[>[<tool_call>), none")
+      ->capture_default_str()
+      ->check(CLI::IsMember(parsers));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -4,22 +4,37 @@
 namespace m3::text {
 namespace {
 
+// The special-token strings the active parsers read.
+std::vector<std::string> ParserMarkers(const OutputParserOptions& o) {
+  std::vector<std::string> markers;
+  if (o.parse_reasoning) markers = {o.reasoning.start_tag, o.reasoning.end_tag};
+  if (o.parse_tool_calls) {
+    for (auto& m : o.tool_format.SpecialMarkers()) markers.push_back(std::move(m));
+  }
+  return markers;
+}
+
 // The parsers read their tags from the text, so when the tags are special tokens they must
 // survive skip_special_tokens.
 DetokenizerOptions DetokenizerOptionsFor(const tok::Tokenizer& tokenizer,
                                          const OutputParserOptions& o) {
   DetokenizerOptions d;
   d.skip_special_tokens = o.skip_special_tokens;
-  std::vector<const std::string*> tags;
-  if (o.parse_reasoning) tags = {&o.reasoning.start_tag, &o.reasoning.end_tag};
-  if (o.parse_tool_calls) {
-    tags.push_back(&o.tool_format.block_begin);
-    tags.push_back(&o.tool_format.block_end);
-  }
-  for (const auto* tag : tags) {
-    if (auto id = tokenizer.TokenToId(*tag)) d.keep_special_ids.push_back(*id);
+  for (const auto& tag : ParserMarkers(o)) {
+    if (auto id = tokenizer.TokenToId(tag)) d.keep_special_ids.push_back(*id);
   }
   return d;
+}
+
+// The text of the special tokens kept above, when it is to be hidden afterwards.
+std::vector<std::string> HiddenTexts(const tok::Tokenizer& tokenizer, const DetokenizerOptions& d,
+                                     const OutputParserOptions& o) {
+  std::vector<std::string> texts;
+  if (!o.hide_kept_special_tokens || !o.skip_special_tokens) return texts;
+  for (int32_t id : d.keep_special_ids) {
+    if (tokenizer.IsSpecial(id)) texts.push_back(tokenizer.IdToToken(id));
+  }
+  return texts;
 }
 
 void Append(OutputDelta& into, OutputDelta&& d) {
@@ -50,7 +65,12 @@ OutputParser::OutputParser(const tok::Tokenizer& tokenizer, OutputParserOptions 
       detokenizer_(tokenizer, DetokenizerOptionsFor(tokenizer, options_)),
       stop_(options_.stop),
       reasoning_(options_.reasoning),
-      tools_(ToolSchema(options_.tools), options_.make_tool_call_id, options_.tool_format) {}
+      tools_(MakeToolCallParser(ToolSchema(options_.tools), options_.make_tool_call_id,
+                                options_.tool_format)) {
+  const auto hidden = HiddenTexts(tokenizer, DetokenizerOptionsFor(tokenizer, options_), options_);
+  content_filter_ = SpecialTextFilter(hidden);
+  reasoning_filter_ = SpecialTextFilter(hidden);
+}
 
 OutputDelta OutputParser::Step(int32_t id) {
   if (finished()) return {};
@@ -113,20 +133,28 @@ OutputDelta OutputParser::Downstream(std::string text, bool final) {
   }
   out.reasoning_content = std::move(r.reasoning);
   if (options_.parse_tool_calls) {
-    ToolCallDelta t = tools_.Push(r.content);
+    ToolCallDelta t = tools_->Push(r.content);
     out.content = std::move(t.content);
     out.tool_calls = std::move(t.calls);
     if (final) {
-      ToolCallDelta rest = tools_.Flush();
+      ToolCallDelta rest = tools_->Flush();
       out.content += rest.content;
       for (auto& c : rest.calls) out.tool_calls.push_back(std::move(c));
     }
   } else {
     out.content = std::move(r.content);
   }
+  if (content_filter_.active()) {
+    out.content = content_filter_.Push(out.content);
+    out.reasoning_content = reasoning_filter_.Push(out.reasoning_content);
+    if (final) {
+      out.content += content_filter_.Flush();
+      out.reasoning_content += reasoning_filter_.Flush();
+    }
+  }
   result_.content += out.content;
   result_.reasoning_content += out.reasoning_content;
-  for (const auto& c : out.tool_calls) result_.tool_calls.push_back(c);
+  for (const auto& c : out.tool_calls) JoinToolCallPiece(result_.tool_calls, c);
   return out;
 }
 

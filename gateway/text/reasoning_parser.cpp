@@ -9,14 +9,15 @@ ReasoningParser::ReasoningParser(ReasoningOptions options)
     : options_(std::move(options)),
       in_reasoning_(options_.starts_in_reasoning),
       at_segment_start_(options_.starts_in_reasoning && options_.strip_newlines),
-      at_output_start_(options_.starts_in_reasoning) {}
+      at_output_start_(options_.starts_in_reasoning || options_.drop_leading_end_tag) {}
 
 ReasoningDelta ReasoningParser::Push(std::string_view text) {
   ReasoningDelta out;
   pending_.append(text);
   if (at_output_start_ && !pending_.empty()) {
-    // The prompt opened the reasoning already; a <think> the model writes again is not text.
-    const std::string& tag = options_.start_tag;
+    // The prompt opened the reasoning already: a <think> the model writes again is not text.
+    // Outside reasoning, a leading end tag closes a reasoning the reply does not have.
+    const std::string& tag = in_reasoning_ ? options_.start_tag : options_.end_tag;
     if (pending_.size() < tag.size() && tag.starts_with(pending_)) return out;
     if (pending_.starts_with(tag)) pending_.erase(0, tag.size());
     at_output_start_ = false;

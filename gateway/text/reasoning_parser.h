@@ -19,6 +19,10 @@ struct ReasoningOptions {
   // Drop the newlines the templates put around the tags: after <think>, before </think> and
   // after </think>. The chat template adds them back when the turn is rendered again.
   bool strip_newlines = true;
+  // When the output does not start in reasoning: one end tag at its very start is dropped
+  // (MiniMax-M3 in adaptive mode opens a reply without thinking with a bare </mm:think>). A
+  // later end tag outside reasoning stays content.
+  bool drop_leading_end_tag = false;
 };
 
 struct ReasoningDelta {
@@ -40,7 +44,7 @@ class ReasoningParser {
   ReasoningOptions options_;
   bool in_reasoning_;
   bool at_segment_start_;  // right after a tag: leading newlines are dropped
-  bool at_output_start_;   // nothing seen yet: a redundant leading <think> may follow
+  bool at_output_start_;   // nothing seen yet: a redundant leading tag may follow
   std::string pending_;
 };
 

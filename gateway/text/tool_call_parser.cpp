@@ -1,9 +1,7 @@
 // Incremental MiniMax XML tool-call parsing (see tool_call_parser.h).
 #include "gateway/text/tool_call_parser.h"
 
-#include <cstdio>
-#include <random>
-
+#include "gateway/text/name_attribute.h"
 #include "gateway/text/partial_match.h"
 
 namespace m3::text {
@@ -25,50 +23,11 @@ bool CouldBecome(std::string_view text, std::string_view marker) {
   return text.size() < marker.size() && marker.substr(0, text.size()) == text;
 }
 
-// Parses `<tag name="value">` (quotes " or ', or none) given the text after the tag keyword
-// up to and including '>'. Returns false when it does not have that shape.
-bool ParseNameAttribute(std::string_view s, std::string& name) {
-  size_t i = 0;
-  if (i >= s.size() || !IsSpace(s[i])) return false;
-  while (i < s.size() && IsSpace(s[i])) ++i;
-  if (s.substr(i, 4) != "name") return false;
-  i += 4;
-  while (i < s.size() && IsSpace(s[i])) ++i;
-  if (i >= s.size() || s[i] != '=') return false;
-  ++i;
-  while (i < s.size() && IsSpace(s[i])) ++i;
-  if (i >= s.size()) return false;
-  size_t begin, end;
-  if (s[i] == '"' || s[i] == '\'') {
-    char q = s[i];
-    begin = i + 1;
-    end = s.find(q, begin);
-    if (end == std::string_view::npos) return false;
-    i = end + 1;
-  } else {
-    begin = i;
-    while (i < s.size() && !IsSpace(s[i]) && s[i] != '>') ++i;
-    end = i;
-  }
-  while (i < s.size() && IsSpace(s[i])) ++i;
-  if (i + 1 != s.size() || s[i] != '>' || end == begin) return false;
-  name.assign(s.substr(begin, end - begin));
-  return true;
-}
-
-std::string RandomCallId() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "call_%016llx%08llx", static_cast<unsigned long long>(rng()),
-                static_cast<unsigned long long>(rng() & 0xffffffffULL));
-  return buf;
-}
-
 }  // namespace
 
 ToolCallParser::ToolCallParser(ToolSchema schema, IdGenerator make_id, ToolCallFormat format)
     : schema_(std::move(schema)), make_id_(std::move(make_id)), format_(std::move(format)) {
-  if (!make_id_) make_id_ = [](size_t) { return RandomCallId(); };
+  if (!make_id_) make_id_ = [](size_t) { return RandomToolCallId(); };
 }
 
 ToolCallDelta ToolCallParser::Push(std::string_view text) {

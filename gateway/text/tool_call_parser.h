@@ -7,48 +7,29 @@
 // (several invokes per block, several blocks). Each invoke is reported once it is complete, with
 // its parameters converted by the tool schema into a JSON arguments object. Text outside the
 // blocks stays content; a partial tag is withheld until decided; a block that does not follow
-// the format is given back as content, from the first unparsable point.
+// the format is given back as content, from the first unparsable point. Calls are reported
+// whole, one piece each (ToolCall in tool_call_stream.h).
 #pragma once
 
-#include <functional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/text/tool_call_stream.h"
 #include "gateway/text/tool_schema.h"
 
 namespace m3::text {
 
-struct ToolCall {
-  size_t index = 0;  // position among the calls of this output
-  std::string id;    // "call_..." (OpenAI tool_call id)
-  std::string name;
-  std::string arguments;  // JSON object text, e.g. {"city": "Paris"}
-};
-
-struct ToolCallDelta {
-  std::string content;
-  std::vector<ToolCall> calls;
-};
-
-struct ToolCallFormat {
-  std::string block_begin = "<minimax:tool_call>";
-  std::string block_end = "</minimax:tool_call>";
-};
-
-class ToolCallParser {
+class ToolCallParser : public ToolCallStreamParser {
  public:
-  using IdGenerator = std::function<std::string(size_t index)>;
-
   // `make_id` defaults to "call_" + random hex, unique per parser.
   explicit ToolCallParser(ToolSchema schema = {}, IdGenerator make_id = {},
                           ToolCallFormat format = {});
 
-  ToolCallDelta Push(std::string_view text);
+  ToolCallDelta Push(std::string_view text) override;
   // End of output: an unfinished block is returned as content.
-  ToolCallDelta Flush();
+  ToolCallDelta Flush() override;
 
   size_t num_calls() const { return next_index_; }
 

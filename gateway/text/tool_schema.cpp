@@ -97,37 +97,79 @@ ToolSchema::ToolSchema(const Json& tools) {
     if (!tool.is_object()) continue;
     const Json& fn = tool.contains("function") ? tool["function"] : tool;
     if (!fn.is_object() || !fn.contains("name") || !fn["name"].is_string()) continue;
-    auto& params = types_[fn["name"].get<std::string>()];
+    auto& params = schemas_[fn["name"].get<std::string>()];
     auto it = fn.find("parameters");
     if (it == fn.end() || !it->is_object()) continue;
     auto props = it->find("properties");
     if (props == it->end() || !props->is_object()) continue;
-    for (const auto& [name, schema] : props->items()) {
-      std::vector<std::string> types;
-      CollectTypes(schema, types);
-      params[name] = std::move(types);
-    }
+    for (const auto& [name, schema] : props->items()) params[name] = schema;
   }
+}
+
+const Json* ToolSchema::ParameterSchema(std::string_view function, std::string_view param) const {
+  auto f = schemas_.find(function);
+  if (f == schemas_.end()) return nullptr;
+  auto p = f->second.find(param);
+  return p == f->second.end() ? nullptr : &p->second;
 }
 
 Json ToolSchema::Convert(std::string_view function, std::string_view param,
                          std::string_view raw) const {
-  const std::vector<std::string>* types = nullptr;
-  if (auto f = types_.find(function); f != types_.end()) {
-    if (auto p = f->second.find(std::string(param)); p != f->second.end() && !p->second.empty()) {
-      types = &p->second;
-    }
-  }
-  if (!types) {
+  return ConvertBySchema(ParameterSchema(function, param), raw);
+}
+
+std::vector<std::string> SchemaTypes(const Json& schema) {
+  std::vector<std::string> types;
+  CollectTypes(schema, types);
+  return types;
+}
+
+Json ConvertBySchema(const Json* schema, std::string_view raw) {
+  const std::vector<std::string> types = schema ? SchemaTypes(*schema) : std::vector<std::string>{};
+  if (types.empty()) {
     if (auto j = ParseJson(Trim(raw)); j && !Trim(raw).empty()) return *j;
     return Json(std::string(raw));
   }
   // Non-string types first: a declared ["string","integer"] value "7" is most likely the number.
-  for (const auto& t : *types) {
+  for (const auto& t : types) {
     if (t == "string") continue;
     if (auto j = ConvertAs(t, raw)) return *j;
   }
   return Json(std::string(raw));
+}
+
+const Json* PropertySchema(const Json* schema, std::string_view key) {
+  if (!schema || !schema->is_object()) return nullptr;
+  if (auto props = schema->find("properties"); props != schema->end() && props->is_object()) {
+    if (auto it = props->find(std::string(key)); it != props->end()) return &*it;
+  }
+  for (const char* branches : {"anyOf", "oneOf"}) {
+    if (auto it = schema->find(branches); it != schema->end() && it->is_array()) {
+      for (const auto& sub : *it) {
+        if (const Json* found = PropertySchema(&sub, key)) return found;
+      }
+    }
+  }
+  if (auto extra = schema->find("additionalProperties");
+      extra != schema->end() && extra->is_object()) {
+    return &*extra;
+  }
+  return nullptr;
+}
+
+const Json* ItemsSchema(const Json* schema) {
+  if (!schema || !schema->is_object()) return nullptr;
+  if (auto items = schema->find("items"); items != schema->end() && items->is_object()) {
+    return &*items;
+  }
+  for (const char* branches : {"anyOf", "oneOf"}) {
+    if (auto it = schema->find(branches); it != schema->end() && it->is_array()) {
+      for (const auto& sub : *it) {
+        if (const Json* found = ItemsSchema(&sub)) return found;
+      }
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace m3::text

@@ -581,7 +581,7 @@ TEST_CASE("stream: exchanges and Responders used or released after the server is
   CHECK(late.count() == 1);
   ex.reset();  // the last reference to the session: it must not touch the dead server
 
-  // The Responder interface, as gateway/net/preprocess_http uses it.
+  // The Responder interface, as gateway/preprocess/preprocess_http uses it.
   {
     HttpServer server(HttpServerOptions{}, [&](HttpRequest&&, m3::net::Responder respond) {
       std::lock_guard lock(mu);
