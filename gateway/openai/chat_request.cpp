@@ -5,6 +5,7 @@
 #include <array>
 
 #include "gateway/content/content_part.h"
+#include "gateway/openai/chat_template_kwargs.h"
 
 namespace m3::openai {
 namespace {
@@ -130,7 +131,10 @@ void ParseMessages(const FieldReader& body, const ApiLimits& limits,
     }
     if (role == "assistant") {
       ParseToolCalls(message);
+      // Earlier turns' reasoning, sent back for the template to render (interleaved thinking):
+      // `reasoning_content` (DeepSeek's and vLLM's name) or `reasoning` (OpenRouter's).
       (void)message.String("reasoning_content");
+      (void)message.String("reasoning");
     }
     if (role == "tool") (void)message.String("tool_call_id");
   }
@@ -222,14 +226,26 @@ ToolChoice ParseToolChoice(const FieldReader& body, const Json& tools) {
   CannotForce("naming a function");
 }
 
+// Templates read an assistant turn's reasoning from `reasoning_content`; a message that sent
+// it as `reasoning` gets it there too.
+void CarryReasoning(Json& messages) {
+  for (Json& m : messages) {
+    if (m["role"] != "assistant") continue;
+    const auto reasoning = m.find("reasoning");
+    if (reasoning == m.end() || !reasoning->is_string()) continue;
+    const auto content = m.find("reasoning_content");
+    if (content == m.end() || content->is_null()) m["reasoning_content"] = *reasoning;
+  }
+}
+
 }  // namespace
 
-text::PromptInput ChatRequest::ToPromptInput() const {
+text::PromptInput ChatRequest::ToPromptInput(const Json& default_kwargs) const {
   text::PromptInput in;
   in.messages = messages;
   in.tools = tools;
   in.add_generation_prompt = add_generation_prompt;
-  in.extra_context = chat_template_kwargs;
+  in.extra_context = MergeChatTemplateKwargs(default_kwargs, chat_template_kwargs);
   return in;
 }
 
@@ -240,11 +256,15 @@ ChatRequest ParseChatRequest(const Json& body_json, const ServedModel& model,
   req.model = ParseModel(body, model);
   ParseMessages(body, limits, req.media);
   req.messages = body_json["messages"];
+  CarryReasoning(req.messages);
   req.tools = ParseTools(body, limits);
   req.tool_choice = ParseToolChoice(body, req.tools);
   if (req.tool_choice == ToolChoice::kNone) req.tools = nullptr;
   (void)body.Bool("parallel_tool_calls");
-  if (const Json* kwargs = body.Object("chat_template_kwargs")) req.chat_template_kwargs = *kwargs;
+  if (const Json* kwargs = body.Object("chat_template_kwargs")) {
+    CheckChatTemplateKwargs(*kwargs, "chat_template_kwargs");
+    req.chat_template_kwargs = *kwargs;
+  }
   if (auto v = body.Bool("add_generation_prompt")) req.add_generation_prompt = *v;
   RejectUnsupported(body);
   req.sampling = ParseSampling(body, Endpoint::kChatCompletions, model, limits);

@@ -20,16 +20,20 @@ enum class ToolChoice { kAuto, kNone };
 
 struct ChatRequest {
   std::string model;
-  Json messages = Json::array();  // as sent (validated); PromptBuilder maps the media parts
-  Json tools;                     // null, or the tools list (dropped when tool_choice is none)
+  // As sent (validated; an assistant turn's `reasoning` also as `reasoning_content`, the
+  // name templates read); PromptBuilder maps the media parts.
+  Json messages = Json::array();
+  Json tools;  // null, or the tools list (dropped when tool_choice is none)
   ToolChoice tool_choice = ToolChoice::kAuto;
-  Json chat_template_kwargs = Json::object();
+  Json chat_template_kwargs = Json::object();  // as sent (checked: CheckChatTemplateKwargs)
   bool add_generation_prompt = true;
   std::vector<content::MediaRef> media;  // in order of appearance, as FindMediaParts lists them
   SamplingRequest sampling;
   StreamOptions stream;
 
-  text::PromptInput ToPromptInput() const;
+  // The template variables are `default_kwargs` (the server's) with chat_template_kwargs over
+  // them (MergeChatTemplateKwargs).
+  text::PromptInput ToPromptInput(const Json& default_kwargs = Json::object()) const;
   bool parse_tool_calls() const { return tools.is_array() && !tools.empty(); }
 };
 

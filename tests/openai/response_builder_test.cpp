@@ -44,7 +44,7 @@ m3::text::OutputParserOptions Options(const std::string& body_tools = "") {
   model.name = "m3";
   const ChatRequest req = ParseChatRequest(Json::parse(body), model, {});
   const std::vector<int64_t> eos = {Eos()};
-  auto o = ChatOutputOptions(req, eos, "]~b]ai\n<think>\n");
+  auto o = ChatOutputOptions(req, eos, "]~b]ai\n<think>\n", m3::text::ChatFormat{});
   o.make_tool_call_id = [](size_t i) { return "call_" + std::to_string(i); };
   return o;
 }
