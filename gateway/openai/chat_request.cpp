@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "gateway/content/content_part.h"
 #include "gateway/openai/chat_template_kwargs.h"
@@ -62,6 +63,17 @@ void ParseContentParts(const Json& parts, const std::string& path, const std::st
   }
 }
 
+// A call's arguments as the object templates iterate: the object itself, or the object a JSON
+// text holds ("" for a call without arguments: {}); nullopt when the text holds no object.
+std::optional<Json> ArgumentsObject(const Json& args) {
+  if (args.is_object()) return args;
+  const std::string& text = args.get_ref<const std::string&>();
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return Json::object();
+  Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) return std::nullopt;
+  return parsed;
+}
+
 void ParseToolCalls(const FieldReader& message) {
   const Json* calls = message.Array("tool_calls");
   if (!calls) return;
@@ -84,6 +96,9 @@ void ParseToolCalls(const FieldReader& message) {
       InvalidField(f.Path("arguments"),
                    Cat({"'", f.Path("arguments"), "' must be a JSON string or an object"}),
                    "invalid_type");
+    } else if (args && args->is_string() && !ArgumentsObject(*args)) {
+      InvalidField(f.Path("arguments"),
+                   Cat({"'", f.Path("arguments"), "' must be the text of a JSON object"}));
     }
   }
 }
@@ -226,15 +241,25 @@ ToolChoice ParseToolChoice(const FieldReader& body, const Json& tools) {
   CannotForce("naming a function");
 }
 
-// Templates read an assistant turn's reasoning from `reasoning_content`; a message that sent
-// it as `reasoning` gets it there too.
-void CarryReasoning(Json& messages) {
+// The assistant turns of the history as templates read them, the way vLLM hands them over:
+// the reasoning in `reasoning_content` (also when sent as `reasoning`), and each tool call's
+// arguments as an object (templates iterate them: MiniMax's render each as a parameter).
+void PrepareAssistantTurns(Json& messages) {
   for (Json& m : messages) {
     if (m["role"] != "assistant") continue;
-    const auto reasoning = m.find("reasoning");
-    if (reasoning == m.end() || !reasoning->is_string()) continue;
-    const auto content = m.find("reasoning_content");
-    if (content == m.end() || content->is_null()) m["reasoning_content"] = *reasoning;
+    if (const auto reasoning = m.find("reasoning");
+        reasoning != m.end() && reasoning->is_string()) {
+      const auto content = m.find("reasoning_content");
+      if (content == m.end() || content->is_null()) m["reasoning_content"] = *reasoning;
+    }
+    const auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array()) continue;
+    for (Json& call : *calls) {
+      const auto fn = call.find("function");
+      if (fn == call.end() || !fn->is_object()) continue;
+      const auto args = fn->find("arguments");
+      if (args != fn->end() && args->is_string()) *args = *ArgumentsObject(*args);
+    }
   }
 }
 
@@ -256,7 +281,7 @@ ChatRequest ParseChatRequest(const Json& body_json, const ServedModel& model,
   req.model = ParseModel(body, model);
   ParseMessages(body, limits, req.media);
   req.messages = body_json["messages"];
-  CarryReasoning(req.messages);
+  PrepareAssistantTurns(req.messages);
   req.tools = ParseTools(body, limits);
   req.tool_choice = ParseToolChoice(body, req.tools);
   if (req.tool_choice == ToolChoice::kNone) req.tools = nullptr;
