@@ -10,6 +10,7 @@
 #include "gateway/openai/chat_request.h"
 #include "gateway/openai/chat_stream.h"
 #include "gateway/openai/output_options.h"
+#include "gateway/openai/response_json.h"
 #include "gateway/openai/text_completion.h"
 #include "tests/test_util.h"
 
@@ -222,4 +223,18 @@ TEST_CASE("text completion: streamed and whole") {
   CHECK(lp["tokens"].size() == ids.size());
   CHECK(lp["text_offset"][0] == 0);
   CHECK(body["usage"]["total_tokens"] == 6);
+}
+
+TEST_CASE("tool-call JSON: whole, a stream's first piece, a continuation piece") {
+  m3::text::ToolCall whole{1, "call_1", "get_weather", R"({"city":"Paris"})"};
+  CHECK(
+      ToolCallJson(whole, false).dump() ==
+      R"({"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}})");
+  m3::text::ToolCall first{1, "call_1", "get_weather", ""};
+  CHECK(
+      ToolCallJson(first, true).dump() ==
+      R"({"index":1,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}})");
+  m3::text::ToolCall more{1, "", "", R"({"city":"Paris")"};
+  CHECK(ToolCallJson(more, true).dump() ==
+        R"({"index":1,"function":{"arguments":"{\"city\":\"Paris\""}})");
 }
