@@ -126,12 +126,12 @@ void CheckM3Config(const ModelConfig& c) {
 }
 
 M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
-                                  backend::Backend& backend, LoadReport& report,
+                                  backend::Device& device, LoadReport& report,
                                   const parallel::ShardPlan* plan, SharedPageRelease* shared) {
   CheckM3Config(config);
   const TextConfig& t = config.text;
   const VisionConfig& v = config.vision;
-  WeightUploader w(store, backend, shared);
+  WeightUploader w(store, device, shared);
   M3ModelWeights m;
   const int64_t H = t.hidden_size;
   const std::string lm = "language_model.";

@@ -1,4 +1,4 @@
-// MiniMax-M3 VL as a ModelRunner: the weights on a Backend, the decoder graph over the paged KV
+// MiniMax-M3 VL as a ModelRunner: the weights on a Device, the decoder graph (M3Ops) over the paged KV
 // storage, and the per-segment vision encoder.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 namespace m3::engine::minimax_m3 {
 
-// Loads config.json (+ generation_config.json) and the weights of DIR onto the backend that
+// Loads config.json (+ generation_config.json) and the weights of DIR onto the device that
 // options.device names.
 std::unique_ptr<ModelRunner> LoadMiniMaxM3Runner(const std::string& model_dir,
                                                  const RunnerOptions& options);

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/runtime/batch_sampler.h"
+#include "engine/step/batch_sampler.h"
 #include "engine/runtime/encoder_cache.h"
 #include "engine/runtime/engine_request.h"
 #include "engine/runtime/kv_cache_manager.h"

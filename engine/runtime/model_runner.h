@@ -14,21 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/batch_sampler.h"
-#include "engine/runtime/forward_batch.h"
+#include "engine/step/batch_sampler.h"
+#include "engine/step/encoder_output.h"
+#include "engine/step/forward_batch.h"
 #include "shared/safetensors.h"
 
 namespace m3::engine {
-
-// One encoded image / video segment: merged vision features [tokens, hidden] held by the
-// backend (host memory on the CPU, device memory on a GPU). Immutable once made, so the encoder
-// cache may share it between requests and steps.
-class EncoderOutput {
- public:
-  virtual ~EncoderOutput() = default;
-  virtual int64_t tokens() const = 0;  // feature rows = placeholder tokens of the segment
-  virtual int64_t bytes() const = 0;   // memory held (encoder cache accounting)
-};
 
 // A part of one image / video item that is encoded on its own. Patches are the item's rows in
 // the gateway's order; a segment is a contiguous run of them.
@@ -110,7 +101,7 @@ class ModelRunner {
 
   // Execute, then the next token of each logits row i with rows[i] (rows.size() ==
   // batch.logits_rows.size()), as BatchSampler picks it. Runners whose logits live on a device
-  // override it to sample there (Backend::SampleRows), downloading only tokens and logprobs;
+  // override it to sample there (Device::SampleRows), downloading only tokens and logprobs;
   // this default samples Execute's logits on the host.
   virtual void ExecuteAndSample(const ForwardBatch& batch, std::span<const SampleRow> rows,
                                 std::vector<SampledToken>& out) {

@@ -25,7 +25,7 @@
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/make_backend.h"
-#include "engine/runtime/counter_rng.h"
+#include "engine/step/counter_rng.h"
 #include "engine/runtime/engine_core.h"
 #include "kernels/cuda/sampling.cuh"
 #include "tests/cuda/demo_prompts.h"

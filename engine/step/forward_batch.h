@@ -1,5 +1,6 @@
 // ForwardBatch: one engine step as a flat batch of rows (tokens) from many sequences, built once
-// per step by the scheduler and executed by a ModelRunner (model_runner.h) in one forward pass.
+// per step by the scheduler and executed by a ModelRunner (engine/runtime/model_runner.h) in one
+// forward pass.
 //
 // Layout rules (the scheduler guarantees them, the runner checks the cheap ones):
 //  - sequences are contiguous row ranges [query_start[s], query_start[s + 1]), rows of one
@@ -18,9 +19,9 @@
 #include <memory>
 #include <vector>
 
-namespace m3::engine {
+#include "engine/step/encoder_output.h"
 
-class EncoderOutput;  // model_runner.h
+namespace m3::engine {
 
 // Rows of this step that take vision features instead of token embeddings.
 struct MediaSpan {
