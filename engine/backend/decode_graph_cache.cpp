@@ -12,8 +12,6 @@
 namespace m3::engine::backend {
 namespace {
 
-
-
 int64_t Align(int64_t bytes) {
   return (bytes + 255) / 256 * 256;
 }

@@ -25,13 +25,12 @@ namespace m3::engine::backend {
 class DecodeGraphCache {
  public:
   // The whole forward on prepared device inputs, returning float32 logits [meta.rows, vocab].
-  using Forward = std::function<DeviceTensor(const StepMetadata&,
-                                                      const DeviceTensor&)>;
+  using Forward = std::function<DeviceTensor(const StepMetadata&, const DeviceTensor&)>;
 
   // record: capture each bucket's step as a graph and replay it; otherwise every step runs op by
   // op at its bucket's shape (the same launches on the same padded inputs: the same results).
-  DecodeGraphCache(Device& device, int64_t max_rows, int64_t max_width,
-                   int64_t page_size, int32_t pad_page, int64_t rotary_dim, bool record = true);
+  DecodeGraphCache(Device& device, int64_t max_rows, int64_t max_width, int64_t page_size,
+                   int32_t pad_page, int64_t rotary_dim, bool record = true);
 
   static std::vector<int64_t> RowBuckets(int64_t max_rows);
   // The row bucket holding `rows` (0: above every bucket) and the width bucket of `width` pages.

@@ -104,7 +104,8 @@ class M3Ops {
   virtual void Gelu(const DeviceTensor& x) = 0;                            // erf form, in place
 
   // ---- GEMM ----
-  // y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w in the device's weight_dtype(), the nn.Linear layout.
+  // y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w in the nn.Linear layout, in the device's
+  // weight_dtype().
   virtual void Linear(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* bias,
                       const DeviceTensor& y) = 0;
 
@@ -134,8 +135,8 @@ class M3Ops {
                                     const DeviceTensor& selected, int64_t topk, int64_t block_size,
                                     const DeviceTensor& out) = 0;
   // An MSA layer's attention: MsaSelectBlocks, then BlockSparseAttention over its selection
-  // (left in `selected`). An implementation may fuse them (the CUDA one selects inside the attention
-  // kernel for small decode steps).
+  // (left in `selected`). An implementation may fuse them (the CUDA one selects inside the
+  // attention kernel for small decode steps).
   virtual void MsaAttention(const DeviceTensor& q, const DeviceTensor& index_q,
                             const LayerKvCache& cache, const StepMetadata& meta,
                             const MsaParams& params, const AttentionShape& shape,

@@ -62,7 +62,7 @@ void HostRopeTables(const ForwardBatch& b, std::span<const float> inv_freq, std:
 }
 
 StepMetadata Device::PrepareStepFromPositions(const ForwardBatch& b, int64_t page_size,
-                                               std::span<const float> inv_freq) {
+                                              std::span<const float> inv_freq) {
   std::vector<float> cos, sin;
   HostRopeTables(b, inv_freq, cos, sin);
   return PrepareStep(b, page_size, cos, sin, 2 * static_cast<int64_t>(inv_freq.size()));

@@ -27,13 +27,13 @@ std::string Str(int64_t v) {
 
 M3DecoderGraph::M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights,
                                backend::Device& device, backend::M3Ops& ops,
-                               const DecoderStepLimits& limits,
-                               const parallel::ShardPlan* plan, parallel::Communicator* comm)
+                               const DecoderStepLimits& limits, const ShardPlan* plan,
+                               parallel::Communicator* comm)
     : config_(config),
       w_(weights),
       device_(device),
       ops_(ops),
-      plan_(plan ? *plan : parallel::SingleRankPlan(config.text)),
+      plan_(plan ? *plan : SingleRankPlan(config.text)),
       comm_(plan_.single() ? nullptr : comm),
       limits_(limits) {
   Require(
@@ -100,8 +100,8 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
   int64_t seqs = std::max<int64_t>(limits_.max_num_seqs, 1);
   if (buckets) {
     graphs_ = std::make_unique<backend::DecodeGraphCache>(device_, seqs, width, page_size,
-                                                 static_cast<int32_t>(num_pages), t.rotary_dim,
-                                                 limits_.graphs);
+                                                          static_cast<int32_t>(num_pages),
+                                                          t.rotary_dim, limits_.graphs);
     width = graphs_->max_width();
     seqs = std::max(seqs, graphs_->max_rows());
     rows = std::max(rows, seqs);
@@ -364,12 +364,12 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
       ops.Linear(x, L.router, nullptr, router_logits);
       // Ids local to this rank's experts; another rank's picks are -1, which MoeExperts skips.
       ops.MoeRoute(router_logits, L.router_bias, route_ids, route_w,
-                  {plan_.experts.first, plan_.experts.count});
+                   {plan_.experts.first, plan_.experts.count});
       ops.Linear(x, L.shared_gate_up, nullptr, shared_gu);
       ops.SwigluOai(shared_gu, act, shared_act);
       ops.Linear(shared_act, L.shared_down, nullptr, delta);
       ops.MoeExperts(x, route_ids, route_w, L.experts_gate_up, L.experts_down, act,
-                    static_cast<float>(t.routed_scaling_factor), delta);
+                     static_cast<float>(t.routed_scaling_factor), delta);
     } else {
       ops.Linear(x, L.mlp_gate_up, nullptr, dense_gu);
       ops.SwigluOai(dense_gu, act, dense_act);

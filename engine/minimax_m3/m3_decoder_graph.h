@@ -18,11 +18,11 @@
 #include "engine/backend/decode_graph_cache.h"
 #include "engine/backend/device.h"
 #include "engine/backend/m3_ops.h"
+#include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_model_weights.h"
+#include "engine/minimax_m3/m3_shard_plan.h"
 #include "engine/parallel/communicator.h"
-#include "engine/parallel/shard_plan.h"
 #include "engine/runtime/model_runner.h"
-#include "shared/model_config.h"
 
 namespace m3::engine::minimax_m3 {
 
@@ -48,9 +48,9 @@ class M3DecoderGraph {
   // the ranks do not divide the vocabulary, rank 0's alone), and only rank 0's logits sink is
   // called.
   // Null plan / communicator: a single rank, no collectives.
-  M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights,
-                 backend::Device& device, backend::M3Ops& ops, const DecoderStepLimits& limits = {},
-                 const parallel::ShardPlan* plan = nullptr, parallel::Communicator* comm = nullptr);
+  M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights, backend::Device& device,
+                 backend::M3Ops& ops, const DecoderStepLimits& limits = {},
+                 const ShardPlan* plan = nullptr, parallel::Communicator* comm = nullptr);
 
   int64_t KvBytesPerPage(int64_t page_size) const;
   // Also (re)sizes the step workspace and resets the recorded decode graphs. With graphs on,
@@ -88,7 +88,7 @@ class M3DecoderGraph {
   const M3ModelWeights& w_;
   backend::Device& device_;
   backend::M3Ops& ops_;
-  parallel::ShardPlan plan_;
+  ShardPlan plan_;
   parallel::Communicator* comm_ = nullptr;
   // Local widths: the config's on a single rank.
   int64_t q_heads_, kv_heads_, index_heads_, dense_inter_, shared_inter_;

@@ -10,9 +10,9 @@
 
 #include "engine/backend/device.h"
 #include "engine/backend/m3_ops.h"
-#include "engine/parallel/shard_plan.h"
+#include "engine/minimax_m3/m3_config.h"
+#include "engine/minimax_m3/m3_shard_plan.h"
 #include "engine/weight_uploader.h"
-#include "shared/model_config.h"
 #include "shared/safetensors.h"
 
 namespace m3::engine::minimax_m3 {
@@ -59,12 +59,12 @@ struct M3ModelWeights {
 void CheckM3Config(const ModelConfig& config);
 
 // Loads and shape-checks every tensor onto `device`; fills `report`. With a plan of several
-// ranks, the decoder layers are this rank's slices (parallel/shard_plan.h); the embeddings, LM
+// ranks, the decoder layers are this rank's slices (m3_shard_plan.h); the embeddings, LM
 // head, norms, routers and the vision tower are whole on every rank; `shared` (the group's)
 // drops each source tensor's pages once every rank has read it.
 M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
                                   backend::Device& device, LoadReport& report,
-                                  const parallel::ShardPlan* plan = nullptr,
+                                  const ShardPlan* plan = nullptr,
                                   SharedPageRelease* shared = nullptr);
 
 }  // namespace m3::engine::minimax_m3

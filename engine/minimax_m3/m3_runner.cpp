@@ -10,15 +10,15 @@
 #include "engine/backend/device_encoder_output.h"
 #include "engine/backend/make_device.h"
 #include "engine/backend/make_m3_ops.h"
+#include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_decoder_graph.h"
 #include "engine/minimax_m3/m3_model_weights.h"
+#include "engine/minimax_m3/m3_shard_plan.h"
 #include "engine/minimax_m3/m3_vision.h"
 #include "engine/parallel/in_process_communicator.h"
 #include "engine/parallel/nccl_communicator.h"
 #include "engine/parallel/parallel_runner.h"
-#include "engine/parallel/shard_plan.h"
 #include "shared/error.h"
-#include "shared/model_config.h"
 
 namespace m3::engine::minimax_m3 {
 namespace {
@@ -27,7 +27,7 @@ class M3Runner : public ModelRunner {
  public:
   // plan / comm: this runner is one rank of a parallel group (null: the whole model).
   M3Runner(ModelConfig config, std::unique_ptr<backend::Device> device, const WeightStore& store,
-           const RunnerOptions& options, const parallel::ShardPlan* plan = nullptr,
+           const RunnerOptions& options, const ShardPlan* plan = nullptr,
            std::unique_ptr<parallel::Communicator> comm = nullptr,
            SharedPageRelease* shared_pages = nullptr)
       : config_(std::move(config)),
@@ -55,8 +55,8 @@ class M3Runner : public ModelRunner {
                 " need index_head_dim 128 and index_block_size 128 (this model has " +
                 std::to_string(t.index_head_dim) + " and " + std::to_string(t.index_block_size) +
                 ")");
-    graph_ =
-        std::make_unique<M3DecoderGraph>(config_, weights_, *device_, *ops_, limits, plan, comm_.get());
+    graph_ = std::make_unique<M3DecoderGraph>(config_, weights_, *device_, *ops_, limits, plan,
+                                              comm_.get());
     const VisionConfig& v = config_.vision;
     info_.architecture = config_.model_type;
     info_.dtype = std::string(DTypeName(device_->activation_dtype()));
@@ -143,8 +143,7 @@ class M3Runner : public ModelRunner {
                         std::vector<SampledToken>& out) override {
     out.clear();
     graph_->Execute(
-        batch,
-        [&](const backend::DeviceTensor& logits) { device_->SampleRows(logits, rows, out); },
+        batch, [&](const backend::DeviceTensor& logits) { device_->SampleRows(logits, rows, out); },
         capture_);
   }
 
@@ -186,10 +185,10 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
   const ModelConfig config = LoadModelConfig(model_dir);
   CheckM3Config(config);
   const int world = std::max(options.tensor_parallel, options.expert_parallel);
-  std::vector<parallel::ShardPlan> plans;
+  std::vector<ShardPlan> plans;
   for (int r = 0; r < std::max(world, 1); ++r)
     plans.push_back(
-        parallel::MakeShardPlan(config.text, options.tensor_parallel, options.expert_parallel, r));
+        MakeShardPlan(config.text, options.tensor_parallel, options.expert_parallel, r));
   // CPU ranks meet in memory; GPU ranks through NCCL, one GPU each (consecutive devices).
   std::shared_ptr<parallel::InProcessGroup> cpu_group;
   std::shared_ptr<parallel::NcclGroup> gpu_group;

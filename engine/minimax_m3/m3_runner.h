@@ -1,5 +1,5 @@
-// MiniMax-M3 VL as a ModelRunner: the weights on a Device, the decoder graph (M3Ops) over the paged KV
-// storage, and the per-segment vision encoder.
+// MiniMax-M3 VL as a ModelRunner: the weights on a Device, the decoder graph (M3Ops) over the paged
+// KV storage, and the per-segment vision encoder.
 #pragma once
 
 #include <memory>

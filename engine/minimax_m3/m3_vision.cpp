@@ -59,9 +59,9 @@ void VisionRotaryTable(const VisionConfig& v, const GridThw& segment, std::vecto
 }
 
 backend::DeviceTensor EncodeVisionSegment(backend::Device& dev, backend::M3Ops& ops,
-                                          const M3ModelWeights& w,
-                                          const ModelConfig& c, const float* patches,
-                                          const GridThw& segment, NamedTensors* captured) {
+                                          const M3ModelWeights& w, const ModelConfig& c,
+                                          const float* patches, const GridThw& segment,
+                                          NamedTensors* captured) {
   const VisionConfig& v = c.vision;
   const int64_t N = segment[0] * segment[1] * segment[2];
   const int64_t Dv = v.hidden_size, heads = v.num_attention_heads, hd = v.head_dim();

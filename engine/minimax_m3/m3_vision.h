@@ -11,8 +11,8 @@
 
 #include "engine/backend/device.h"
 #include "engine/backend/m3_ops.h"
+#include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_model_weights.h"
-#include "shared/model_config.h"
 #include "shared/safetensors.h"
 
 namespace m3::engine::minimax_m3 {
@@ -37,8 +37,8 @@ void VisionRotaryTable(const VisionConfig& v, const GridThw& segment, std::vecto
 // [t*h*w / merge^2, text_hidden]. When `captured` is given, appends "vision_tower_out"
 // [t*h*w, vision_hidden] and "projector_out" (the merged features).
 backend::DeviceTensor EncodeVisionSegment(backend::Device& device, backend::M3Ops& ops,
-                                          const M3ModelWeights& w,
-                                          const ModelConfig& c, const float* patches,
-                                          const GridThw& segment, NamedTensors* captured);
+                                          const M3ModelWeights& w, const ModelConfig& c,
+                                          const float* patches, const GridThw& segment,
+                                          NamedTensors* captured);
 
 }  // namespace m3::engine::minimax_m3

@@ -141,7 +141,7 @@ struct RunnerOptions {
   // unquantized keys' where block scores lie within the FP8 rounding of each other. CUDA
   // backend: index head_dim 128 and MSA block 128 (the released model's) only.
   bool fp8_index_keys = false;
-  // Tensor / expert parallelism (engine/parallel/shard_plan.h): the model runs on
+  // Tensor / expert parallelism (engine/minimax_m3/m3_shard_plan.h): the model runs on
   // max(tensor_parallel, expert_parallel) ranks, each 1 or that size; ranks are threads of this
   // process, on the CPU backend or on GPUs device, device + 1, ... ("cuda" = "cuda:0"). Loading
   // throws kInvalidArgument when the sizes do not divide the model's heads / experts /

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "shared/error.h"
-#include "shared/model_config.h"
+#include "shared/model_config_view.h"
 
 namespace m3::api {
 
@@ -28,7 +28,7 @@ ServingContext::ServingContext(ApiOptions options, engine_client::EngineRouter& 
       preprocessor_(std::move(preprocessor)),
       pools_(std::move(pools)),
       metrics_(std::make_unique<ApiMetrics>()) {
-  const ModelConfig config = LoadModelConfig(options_.model_dir);
+  const ModelConfigView config = LoadModelConfigView(options_.model_dir);
   model_.name = options_.served_model_name.empty() ? ModelNameFromDir(options_.model_dir)
                                                    : options_.served_model_name;
   Require(!model_.name.empty(), ErrorCode::kInvalidArgument, "the served model name is empty");

@@ -6,8 +6,8 @@
 
 #include <vector>
 
-#include "engine/backend/make_device.h"
 #include "engine/backend/decode_graph_cache.h"
+#include "engine/backend/make_device.h"
 #include "tests/test_util.h"
 
 namespace m3::test {

@@ -24,7 +24,7 @@
 #include "gateway/openai/request_body.h"
 #include "gateway/openai/response_formatter.h"
 #include "gateway/text/prompt_builder.h"
-#include "shared/model_config.h"
+#include "shared/model_config_view.h"
 #include "tests/engine_server/server_process.h"
 #include "tests/test_util.h"
 
@@ -50,7 +50,7 @@ class Pipeline {
       : router_(router),
         builder_(text::PromptBuilder::FromModelDir(kModel)),
         pre_(media::LoadVisionProcessor(kModel), {}),
-        eos_(LoadModelConfig(kModel).eos_token_ids()) {
+        eos_(LoadModelConfigView(kModel).eos_token_ids()) {
     model_.name = "chat-e2e";
     model_.generation = LoadGenerationConfig(kModel);
     model_.max_model_len = router_.endpoints()[0]->model_info()->max_model_len();

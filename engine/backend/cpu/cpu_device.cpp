@@ -130,8 +130,8 @@ DeviceTensor CpuDevice::UploadWeight(std::span<const TensorView> parts, Shape sh
 }
 
 StepMetadata CpuDevice::PrepareStep(const ForwardBatch& b, int64_t page_size,
-                         std::span<const float> rope_cos, std::span<const float> rope_sin,
-                         int64_t rotary_dim) {
+                                    std::span<const float> rope_cos,
+                                    std::span<const float> rope_sin, int64_t rotary_dim) {
   return UploadStepMetadata(*this, b, page_size, rope_cos, rope_sin, rotary_dim);
 }
 
@@ -160,7 +160,7 @@ DeviceTensor CpuDevice::UploadExpertStack(std::span<const TensorView> parts, Sha
 }
 
 void CpuDevice::SampleRows(const DeviceTensor& logits, std::span<const SampleRow> rows,
-                std::vector<SampledToken>& out) {
+                           std::vector<SampledToken>& out) {
   const int64_t n = static_cast<int64_t>(rows.size());
   out.clear();
   if (n == 0) return;

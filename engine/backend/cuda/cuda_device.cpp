@@ -303,7 +303,6 @@ class GpuDevice final : public CudaDevice {
     return op_scratch_->data();
   }
 
-
  private:
   static constexpr size_t kStagingBytes = size_t{32} << 20;
   static constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
