@@ -45,7 +45,7 @@ void BindDevice(int device) {
     throw Error(ErrorCode::kInternal, "cuda backend: cannot select cuda:" + std::to_string(device));
 }
 
-// What every buffer needs after the backend object is gone.
+// What every buffer needs after the device object is gone.
 struct Context {
   int device = 0;
   std::string name;
