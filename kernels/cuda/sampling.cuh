@@ -1,5 +1,5 @@
 // Next-token sampling of many logits rows on the GPU: the device twin of the host BatchSampler
-// (engine/step/batch_sampler.h, which the CPU backend's SampleRows runs). Per row: penalties
+// (engine/step/batch_sampler.h, which the CPU device's SampleRows runs). Per row: penalties
 // over the row's unique history tokens, min_tokens masks, greedy, temperature, min-p, top-k,
 // top-p, the seeded draw CounterUniform(seed, counter) computed on the device with the same bits
 // as engine/step/counter_rng.h (the draw walks the kept tokens in ascending id), the chosen
