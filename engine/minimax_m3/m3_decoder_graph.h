@@ -22,7 +22,7 @@
 #include "engine/minimax_m3/m3_model_weights.h"
 #include "engine/minimax_m3/m3_shard_plan.h"
 #include "engine/parallel/communicator.h"
-#include "engine/runtime/model_runner.h"
+#include "engine/step/model_runner.h"
 
 namespace m3::engine::minimax_m3 {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/runtime/model_runner.h"
+#include "engine/step/model_runner.h"
 
 namespace m3::engine::minimax_m3 {
 

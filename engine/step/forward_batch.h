@@ -1,6 +1,5 @@
 // ForwardBatch: one engine step as a flat batch of rows (tokens) from many sequences, built once
-// per step by the scheduler and executed by a ModelRunner (engine/runtime/model_runner.h) in one
-// forward pass.
+// per step by the scheduler and executed by a ModelRunner (model_runner.h) in one forward pass.
 //
 // Layout rules (the scheduler guarantees them, the runner checks the cheap ones):
 //  - sequences are contiguous row ranges [query_start[s], query_start[s + 1]), rows of one

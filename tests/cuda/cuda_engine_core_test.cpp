@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/backend/make_device.h"
+#include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "tests/cuda/demo_prompts.h"
 #include "tests/engine/golden_cases.h"

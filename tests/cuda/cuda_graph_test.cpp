@@ -25,6 +25,7 @@
 #include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_decoder_graph.h"
 #include "engine/minimax_m3/m3_model_weights.h"
+#include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "shared/safetensors.h"
 #include "tests/cuda/demo_prompts.h"

@@ -25,6 +25,7 @@
 
 #include "engine/backend/cpu/cpu_device.h"
 #include "engine/backend/make_device.h"
+#include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "engine/step/counter_rng.h"
 #include "kernels/cuda/sampling.cuh"

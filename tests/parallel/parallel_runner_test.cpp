@@ -15,9 +15,10 @@
 
 #include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_shard_plan.h"
+#include "engine/model_registry.h"
 #include "engine/parallel/in_process_communicator.h"
 #include "engine/parallel/rank_threads.h"
-#include "engine/runtime/model_runner.h"
+#include "engine/step/model_runner.h"
 #include "shared/error.h"
 #include "tests/cuda/demo_prompts.h"
 #include "tests/engine/golden_cases.h"

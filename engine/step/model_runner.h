@@ -1,7 +1,9 @@
 // ModelRunner: what the serving runtime (scheduler, caches, engine loop) needs from a loaded model
-// on one backend. It owns the weights and the paged KV storage (per layer K, V and, for MSA
-// layers, index keys, all addressed through the same block table); the runtime owns which pages
-// belong to whom (kv_cache_manager), what runs in a step (scheduler) and sampling.
+// on one backend, and the options a model is loaded with. Below both the runtime, which drives
+// it, and the models that implement it (engine/minimax_m3/, engine/parallel/); LoadModelRunner
+// (engine/model_registry.h) builds one. It owns the weights and the paged KV storage (per layer K,
+// V and, for MSA layers, index keys, all addressed through the same block table); the runtime owns
+// which pages belong to whom (kv_cache_manager), what runs in a step (scheduler) and sampling.
 //
 // Threading: one engine thread calls Encode / Execute; the runner parallelizes inside. info(),
 // SplitMedia and KvBytesPerPage are const and may be called from any thread.
@@ -149,11 +151,5 @@ struct RunnerOptions {
   int tensor_parallel = 1;
   int expert_parallel = 1;
 };
-
-// Opens a model directory and builds the runner for its config.json model_type on the chosen
-// backend (the architecture table lives in engine/model_registry.cpp). Throws kUnsupported for
-// an unknown model_type or device.
-std::unique_ptr<ModelRunner> LoadModelRunner(const std::string& model_dir,
-                                             const RunnerOptions& options = {});
 
 }  // namespace m3::engine
