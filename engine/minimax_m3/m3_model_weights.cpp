@@ -13,7 +13,7 @@ namespace {
 // The decoder layers of one rank (plan): the fused QKV of its query / KV / index heads (the one
 // index key head is replicated), o_proj's columns of its query heads, gate/up rows and down columns
 // of its intermediate slice, its experts (or every expert's intermediate slice).
-void LoadDecoderLayers(WeightUploader& w, const TextConfig& t, const ShardPlan& plan,
+void LoadDecoderLayers(backend::WeightUploader& w, const TextConfig& t, const ShardPlan& plan,
                        M3ModelWeights& m) {
   const int64_t H = t.hidden_size, D = t.head_dim;
   const int64_t Hq = t.num_attention_heads, Hkv = t.num_key_value_heads;
@@ -36,7 +36,7 @@ void LoadDecoderLayers(WeightUploader& w, const TextConfig& t, const ShardPlan& 
     L.input_norm = w.Load(p + "input_layernorm.weight", {H});
     L.post_attention_norm = w.Load(p + "post_attention_layernorm.weight", {H});
     const std::string a = p + "self_attn.";
-    std::vector<WeightSlice> qkv = {
+    std::vector<backend::WeightSlice> qkv = {
         {a + "q_proj.weight", {Hq * D, H}, q.first * D, q.count * D},
         {a + "k_proj.weight", {Hkv * D, H}, kv.first * D, kv.count * D},
         {a + "v_proj.weight", {Hkv * D, H}, kv.first * D, kv.count * D}};
@@ -61,7 +61,7 @@ void LoadDecoderLayers(WeightUploader& w, const TextConfig& t, const ShardPlan& 
       const ShardRange ex = plan.experts, ei = plan.expert_inter;
       L.router = w.Load(b + "gate.weight", {E, H});
       L.router_bias = w.Load(b + "e_score_correction_bias", {E});
-      std::vector<WeightSlice> gu, dn;
+      std::vector<backend::WeightSlice> gu, dn;
       for (int64_t e = ex.first; e < ex.first + ex.count; ++e) {
         const std::string x = b + "experts." + std::to_string(e) + ".";
         // Expert-parallel: the world / ep ranks holding this expert read it.
@@ -130,7 +130,7 @@ M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& c
   CheckM3Config(config);
   const TextConfig& t = config.text;
   const VisionConfig& v = config.vision;
-  WeightUploader w(store, device, shared);
+  backend::WeightUploader w(store, device, shared);
   M3ModelWeights m;
   const int64_t H = t.hidden_size;
   const std::string lm = "language_model.";

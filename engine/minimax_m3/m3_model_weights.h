@@ -10,14 +10,16 @@
 
 #include "engine/backend/device.h"
 #include "engine/backend/m3_ops.h"
+#include "engine/backend/weight_uploader.h"
 #include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_shard_plan.h"
-#include "engine/weight_uploader.h"
 #include "shared/safetensors.h"
 
 namespace m3::engine::minimax_m3 {
 
 using backend::DeviceTensor;
+using backend::LoadReport;
+using backend::SharedPageRelease;
 
 struct M3DecoderLayerWeights {
   bool sparse_attention = false;

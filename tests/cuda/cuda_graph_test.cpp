@@ -54,7 +54,7 @@ struct Decoder {
     config = LoadModelConfig(dir);
     be = engine::backend::MakeDevice("cuda");
     ops = engine::backend::MakeM3Ops(*be);
-    engine::LoadReport report;
+    engine::backend::LoadReport report;
     weights = engine::minimax_m3::LoadM3ModelWeights(WeightStore::OpenDirectory(dir), config, *be,
                                                      report);
     engine::minimax_m3::DecoderStepLimits limits;
