@@ -7,7 +7,7 @@
 
 #include "gateway/template/chat_template.h"
 #include "shared/error.h"
-#include "shared/model_config.h"
+#include "shared/model_config_view.h"
 
 namespace m3::api {
 
@@ -32,7 +32,7 @@ ServingContext::ServingContext(ApiOptions options, engine_client::EngineRouter& 
       preprocessor_(std::move(preprocessor)),
       pools_(std::move(pools)),
       metrics_(std::make_unique<ApiMetrics>()) {
-  const ModelConfig config = LoadModelConfig(options_.model_dir);
+  const ModelConfigView config = LoadModelConfigView(options_.model_dir);
   Require(options_.default_chat_template_kwargs.is_object(), ErrorCode::kInvalidArgument,
           "the default chat template kwargs must be a JSON object");
   model_.name = options_.served_model_name.empty() ? ModelNameFromDir(options_.model_dir)

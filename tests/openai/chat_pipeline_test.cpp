@@ -26,7 +26,7 @@
 #include "gateway/template/chat_template.h"
 #include "gateway/text/chat_format.h"
 #include "gateway/text/prompt_builder.h"
-#include "shared/model_config.h"
+#include "shared/model_config_view.h"
 #include "tests/engine_server/server_process.h"
 #include "tests/test_util.h"
 
@@ -52,7 +52,7 @@ class Pipeline {
       : router_(router),
         builder_(text::PromptBuilder::FromModelDir(kModel)),
         pre_(media::LoadVisionProcessor(kModel), {}),
-        eos_(LoadModelConfig(kModel).eos_token_ids()),
+        eos_(LoadModelConfigView(kModel).eos_token_ids()),
         format_(text::DetectChatFormat(tmpl::LoadChatTemplateSource(kModel))) {
     model_.name = "chat-e2e";
     model_.generation = LoadGenerationConfig(kModel);

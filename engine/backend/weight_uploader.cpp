@@ -1,6 +1,6 @@
-// WeightUploader: checks, conversion through Backend::UploadWeight, releasing the source
+// WeightUploader: checks, conversion through Device::UploadWeight, releasing the source
 // pages (source_pages.h), progress lines.
-#include "engine/weight_uploader.h"
+#include "engine/backend/weight_uploader.h"
 
 #include <cstring>
 #include <fstream>
@@ -9,7 +9,7 @@
 #include "shared/error.h"
 #include "shared/log.h"
 
-namespace m3::engine {
+namespace m3::engine::backend {
 
 int64_t PeakResidentBytes() {
   std::ifstream in("/proc/self/status");
@@ -25,12 +25,11 @@ int64_t PeakResidentBytes() {
   return 0;
 }
 
-WeightUploader::WeightUploader(const WeightStore& store, backend::Backend& backend,
-                               SharedPageRelease* shared)
-    : store_(store), backend_(backend), shared_(shared), start_(std::chrono::steady_clock::now()) {
+WeightUploader::WeightUploader(const WeightStore& store, Device& device, SharedPageRelease* shared)
+    : store_(store), device_(device), shared_(shared), start_(std::chrono::steady_clock::now()) {
   for (const auto& name : store_.Names()) total_bytes_ += store_.Get(name).nbytes;
   Log(LogLevel::kInfo, "loading weights from ", store_.dir(), ": ", total_bytes_ >> 20,
-      " MiB of tensors onto the ", backend_.name(), " backend");
+      " MiB of tensors onto the ", device_.name(), " backend");
 }
 
 TensorView WeightUploader::Checked(const std::string& name, const Shape& shape) const {
@@ -73,24 +72,23 @@ void WeightUploader::ReportProgress() {
   }
 }
 
-backend::DeviceTensor WeightUploader::Load(const std::string& name, const Shape& shape) {
+DeviceTensor WeightUploader::Load(const std::string& name, const Shape& shape) {
   std::vector<TensorView> views{Checked(name, shape)};
-  backend::DeviceTensor t = backend_.UploadWeight(views, shape);
+  DeviceTensor t = device_.UploadWeight(views, shape);
   Done(views);
   return t;
 }
 
-backend::DeviceTensor WeightUploader::LoadConcat(
-    const std::vector<std::pair<std::string, Shape>>& parts, const Shape& shape) {
+DeviceTensor WeightUploader::LoadConcat(const std::vector<std::pair<std::string, Shape>>& parts,
+                                        const Shape& shape) {
   std::vector<TensorView> views;
   for (const auto& [name, s] : parts) views.push_back(Checked(name, s));
-  backend::DeviceTensor t = backend_.UploadWeight(views, shape);
+  DeviceTensor t = device_.UploadWeight(views, shape);
   Done(views);
   return t;
 }
 
-backend::DeviceTensor WeightUploader::LoadSlices(const std::vector<WeightSlice>& parts,
-                                                 const Shape& shape) {
+DeviceTensor WeightUploader::LoadSlices(const std::vector<WeightSlice>& parts, const Shape& shape) {
   // Row slices are views of the mapping. A column slice is strided there, so its rows are
   // gathered into one contiguous host copy of just the slice (checkpoint dtype): backends then
   // convert and upload it in one piece rather than one transfer per row.
@@ -122,7 +120,7 @@ backend::DeviceTensor WeightUploader::LoadSlices(const std::vector<WeightSlice>&
     v.nbytes = static_cast<size_t>(rows * cols) * es;
     views.push_back(v);
   }
-  backend::DeviceTensor t = backend_.UploadWeight(views, shape);
+  DeviceTensor t = device_.UploadWeight(views, shape);
   for (const TensorView& v : views) {
     read_bytes_ += static_cast<int64_t>(v.nbytes);
     ++tensors_;
@@ -143,13 +141,13 @@ LoadReport WeightUploader::Finish() {
   LoadReport r;
   r.tensors = tensors_;
   r.checkpoint_bytes = read_bytes_;
-  r.device_bytes = static_cast<int64_t>(backend_.weight_bytes());
+  r.device_bytes = static_cast<int64_t>(device_.weight_bytes());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   r.peak_rss_bytes = PeakResidentBytes();
   Log(LogLevel::kInfo, "weights loaded: ", r.tensors, " tensors, ", r.checkpoint_bytes >> 20,
-      " MiB read, ", r.device_bytes >> 20, " MiB on ", backend_.name(), " in ", r.seconds,
+      " MiB read, ", r.device_bytes >> 20, " MiB on ", device_.name(), " in ", r.seconds,
       " s; peak resident ", r.peak_rss_bytes >> 20, " MiB");
   return r;
 }
 
-}  // namespace m3::engine
+}  // namespace m3::engine::backend

@@ -1,7 +1,9 @@
 // ModelRunner: what the serving runtime (scheduler, caches, engine loop) needs from a loaded model
-// on one backend. It owns the weights and the paged KV storage (per layer K, V and, for MSA
-// layers, index keys, all addressed through the same block table); the runtime owns which pages
-// belong to whom (kv_cache_manager), what runs in a step (scheduler) and sampling.
+// on one backend, and the options a model is loaded with. Below both the runtime, which drives
+// it, and the models that implement it (engine/minimax_m3/, engine/parallel/); LoadModelRunner
+// (engine/model_registry.h) builds one. It owns the weights and the paged KV storage (per layer K,
+// V and, for MSA layers, index keys, all addressed through the same block table); the runtime owns
+// which pages belong to whom (kv_cache_manager), what runs in a step (scheduler) and sampling.
 //
 // Threading: one engine thread calls Encode / Execute; the runner parallelizes inside. info(),
 // SplitMedia and KvBytesPerPage are const and may be called from any thread.
@@ -14,21 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/batch_sampler.h"
-#include "engine/runtime/forward_batch.h"
+#include "engine/step/batch_sampler.h"
+#include "engine/step/encoder_output.h"
+#include "engine/step/forward_batch.h"
 #include "shared/safetensors.h"
 
 namespace m3::engine {
-
-// One encoded image / video segment: merged vision features [tokens, hidden] held by the
-// backend (host memory on the CPU, device memory on a GPU). Immutable once made, so the encoder
-// cache may share it between requests and steps.
-class EncoderOutput {
- public:
-  virtual ~EncoderOutput() = default;
-  virtual int64_t tokens() const = 0;  // feature rows = placeholder tokens of the segment
-  virtual int64_t bytes() const = 0;   // memory held (encoder cache accounting)
-};
 
 // A part of one image / video item that is encoded on its own. Patches are the item's rows in
 // the gateway's order; a segment is a contiguous run of them.
@@ -110,7 +103,7 @@ class ModelRunner {
 
   // Execute, then the next token of each logits row i with rows[i] (rows.size() ==
   // batch.logits_rows.size()), as BatchSampler picks it. Runners whose logits live on a device
-  // override it to sample there (Backend::SampleRows), downloading only tokens and logprobs;
+  // override it to sample there (Device::SampleRows), downloading only tokens and logprobs;
   // this default samples Execute's logits on the host.
   virtual void ExecuteAndSample(const ForwardBatch& batch, std::span<const SampleRow> rows,
                                 std::vector<SampledToken>& out) {
@@ -150,7 +143,7 @@ struct RunnerOptions {
   // unquantized keys' where block scores lie within the FP8 rounding of each other. CUDA
   // backend: index head_dim 128 and MSA block 128 (the released model's) only.
   bool fp8_index_keys = false;
-  // Tensor / expert parallelism (engine/parallel/shard_plan.h): the model runs on
+  // Tensor / expert parallelism (engine/minimax_m3/m3_shard_plan.h): the model runs on
   // max(tensor_parallel, expert_parallel) ranks, each 1 or that size; ranks are threads of this
   // process, on the CPU backend or on GPUs device, device + 1, ... ("cuda" = "cuda:0"). Loading
   // throws kInvalidArgument when the sizes do not divide the model's heads / experts /
@@ -158,11 +151,5 @@ struct RunnerOptions {
   int tensor_parallel = 1;
   int expert_parallel = 1;
 };
-
-// Opens a model directory and builds the runner for its config.json model_type on the chosen
-// backend (the architecture table lives in engine/model_registry.cpp). Throws kUnsupported for
-// an unknown model_type or device.
-std::unique_ptr<ModelRunner> LoadModelRunner(const std::string& model_dir,
-                                             const RunnerOptions& options = {});
 
 }  // namespace m3::engine

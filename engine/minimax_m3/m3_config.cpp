@@ -1,5 +1,5 @@
 // config.json parsing for MiniMax-M3 VL (flat and legacy key styles) with validation.
-#include "shared/model_config.h"
+#include "engine/minimax_m3/m3_config.h"
 
 #include <cmath>
 #include <filesystem>
@@ -8,7 +8,7 @@
 #include "shared/error.h"
 #include "shared/json_file.h"
 
-namespace m3 {
+namespace m3::engine::minimax_m3 {
 namespace {
 
 using nlohmann::json;
@@ -319,4 +319,4 @@ ModelConfig LoadModelConfig(const std::string& model_dir) {
   return c;
 }
 
-}  // namespace m3
+}  // namespace m3::engine::minimax_m3

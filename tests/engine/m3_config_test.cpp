@@ -1,14 +1,18 @@
-// config.json parsing: the golden checkpoints, the legacy key style, and bad files.
+// The MiniMax-M3 config.json parser (engine/minimax_m3/m3_config.h): the golden checkpoints,
+// the legacy key style, and bad files.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/minimax_m3/m3_config.h"
 #include "shared/error.h"
-#include "shared/model_config.h"
 #include "tests/test_util.h"
 
+using m3::engine::minimax_m3::LoadModelConfig;
+using m3::engine::minimax_m3::ParseModelConfig;
+
 TEST_CASE("the tiny golden config parses") {
-  auto c = m3::LoadModelConfig(m3::test::DataPath("m3-tiny/model"));
+  auto c = LoadModelConfig(m3::test::DataPath("m3-tiny/model"));
   CHECK(c.text.hidden_size == 64);
   CHECK(c.text.head_dim == 32);
   CHECK(c.text.rotary_dim == 16);
@@ -37,8 +41,8 @@ TEST_CASE("legacy keys give the same configuration as flat keys") {
   t["moe_layer_freq"] = {0, 1, 1, 1};
   t["rope_theta"] = 10000.0;
   t["rotary_dim"] = 16;
-  auto legacy = m3::ParseModelConfig(j.dump(), "legacy");
-  auto flat = m3::LoadModelConfig(m3::test::DataPath("m3-tiny/model"));
+  auto legacy = ParseModelConfig(j.dump(), "legacy");
+  auto flat = LoadModelConfig(m3::test::DataPath("m3-tiny/model"));
   CHECK(legacy.text.sparse_attention == flat.text.sparse_attention);
   CHECK(legacy.text.moe_mlp == flat.text.moe_mlp);
   CHECK(legacy.text.rotary_dim == flat.text.rotary_dim);
@@ -51,11 +55,11 @@ TEST_CASE("bad configs fail with the key named") {
   auto j =
       nlohmann::json::parse(m3::test::ReadFile(m3::test::DataPath("m3-tiny/model/config.json")));
   auto expect = [](const nlohmann::json& cfg, const char* fragment) {
-    CHECK_THROWS_WITH_AS(m3::ParseModelConfig(cfg.dump(), "config.json"),
-                         doctest::Contains(fragment), m3::Error);
+    CHECK_THROWS_WITH_AS(ParseModelConfig(cfg.dump(), "config.json"), doctest::Contains(fragment),
+                         m3::Error);
   };
-  CHECK_THROWS_WITH_AS(m3::ParseModelConfig("{not json", "config.json"),
-                       doctest::Contains("malformed"), m3::Error);
+  CHECK_THROWS_WITH_AS(ParseModelConfig("{not json", "config.json"), doctest::Contains("malformed"),
+                       m3::Error);
   auto a = j;
   a["text_config"].erase("hidden_size");
   expect(a, "hidden_size");
@@ -74,7 +78,7 @@ TEST_CASE("bad configs fail with the key named") {
   auto f = j;
   f["image_token_index"] = 100000;
   expect(f, "image_token_index");
-  CHECK_THROWS_AS(m3::LoadModelConfig("/nonexistent"), m3::Error);
+  CHECK_THROWS_AS(LoadModelConfig("/nonexistent"), m3::Error);
 }
 
 TEST_CASE("flat MSA keys win over the legacy sparse_attention_config") {
@@ -82,17 +86,17 @@ TEST_CASE("flat MSA keys win over the legacy sparse_attention_config") {
       nlohmann::json::parse(m3::test::ReadFile(m3::test::DataPath("m3-tiny/model/config.json")));
   j["text_config"]["sparse_attention_config"] = {{"sparse_index_dim", 99},
                                                  {"sparse_block_size", 64}};
-  auto c = m3::ParseModelConfig(j.dump(), "config.json");
+  auto c = ParseModelConfig(j.dump(), "config.json");
   CHECK(c.text.index_head_dim == 16);
   CHECK(c.text.index_block_size == 8);
   j["text_config"].erase("index_head_dim");  // the legacy key fills what the flat ones lack
-  CHECK(m3::ParseModelConfig(j.dump(), "config.json").text.index_head_dim == 99);
+  CHECK(ParseModelConfig(j.dump(), "config.json").text.index_head_dim == 99);
 }
 
 TEST_CASE("the released checkpoint's vision keys load like transformers' own") {
   auto j =
       nlohmann::json::parse(m3::test::ReadFile(m3::test::DataPath("m3-tiny/model/config.json")));
-  CHECK(m3::ParseModelConfig(j.dump(), "config.json").vision.vision_segment_max_frames == 2);
+  CHECK(ParseModelConfig(j.dump(), "config.json").vision.vision_segment_max_frames == 2);
   auto& v = j["vision_config"];
   for (const char* k : {"temporal_patch_size", "spatial_merge_size", "rope_parameters",
                         "vision_segment_max_frames"})
@@ -103,7 +107,7 @@ TEST_CASE("the released checkpoint's vision keys load like transformers' own") {
   v["rope_mode"] = "3d";
   v["position_embedding_type"] = "rope";
   v["vision_segment_max_frames"] = 4;
-  auto c = m3::ParseModelConfig(j.dump(), "config.json");
+  auto c = ParseModelConfig(j.dump(), "config.json");
   CHECK(c.vision.temporal_patch_size == 3);
   CHECK(c.vision.spatial_merge_size == 4);
   CHECK(c.vision.rope_theta == 5000.0);
@@ -112,14 +116,14 @@ TEST_CASE("the released checkpoint's vision keys load like transformers' own") {
 
   auto whole = j;  // absent: a video is one segment
   whole["vision_config"].erase("vision_segment_max_frames");
-  CHECK(m3::ParseModelConfig(whole.dump(), "config.json").vision.vision_segment_max_frames == 0);
+  CHECK(ParseModelConfig(whole.dump(), "config.json").vision.vision_segment_max_frames == 0);
   auto top = whole;  // some exports put it beside vision_config
   top["vision_segment_max_frames"] = 8;
-  CHECK(m3::ParseModelConfig(top.dump(), "config.json").vision.vision_segment_max_frames == 8);
+  CHECK(ParseModelConfig(top.dump(), "config.json").vision.vision_segment_max_frames == 8);
 
   auto expect = [](const nlohmann::json& cfg, const char* fragment) {
-    CHECK_THROWS_WITH_AS(m3::ParseModelConfig(cfg.dump(), "config.json"),
-                         doctest::Contains(fragment), m3::Error);
+    CHECK_THROWS_WITH_AS(ParseModelConfig(cfg.dump(), "config.json"), doctest::Contains(fragment),
+                         m3::Error);
   };
   auto mode = j;
   mode["vision_config"]["rope_mode"] = "2d";
@@ -136,8 +140,8 @@ TEST_CASE("rope_theta and eps must be positive and finite") {
   auto j =
       nlohmann::json::parse(m3::test::ReadFile(m3::test::DataPath("m3-tiny/model/config.json")));
   auto expect = [](const nlohmann::json& cfg, const char* fragment) {
-    CHECK_THROWS_WITH_AS(m3::ParseModelConfig(cfg.dump(), "config.json"),
-                         doctest::Contains(fragment), m3::Error);
+    CHECK_THROWS_WITH_AS(ParseModelConfig(cfg.dump(), "config.json"), doctest::Contains(fragment),
+                         m3::Error);
   };
   for (double theta : {0.0, -10000.0}) {
     auto a = j;
@@ -176,9 +180,9 @@ TEST_CASE("generation_config.json: eos ids and sampling defaults") {
     CHECK_THROWS_AS(m3::ParseGenerationConfig(bad, "generation_config.json"), m3::Error);
   }
   // A model directory's generation_config.json decides where generation stops.
-  auto chat = m3::LoadModelConfig(m3::test::DataPath("chat-e2e/model"));
+  auto chat = LoadModelConfig(m3::test::DataPath("chat-e2e/model"));
   CHECK(chat.generation.eos_token_ids == std::vector<int64_t>{2});
   CHECK(chat.eos_token_ids() == std::vector<int64_t>{2});
-  auto tiny = m3::LoadModelConfig(m3::test::DataPath("m3-tiny/model"));
+  auto tiny = LoadModelConfig(m3::test::DataPath("m3-tiny/model"));
   CHECK(tiny.eos_token_ids() == std::vector<int64_t>{505});
 }

@@ -1,12 +1,12 @@
 // MakeShardPlan: validation of (tp, ep) against the config and the per-rank ranges.
-#include "engine/parallel/shard_plan.h"
+#include "engine/minimax_m3/m3_shard_plan.h"
 
 #include <algorithm>
 #include <string>
 
 #include "shared/error.h"
 
-namespace m3::engine::parallel {
+namespace m3::engine::minimax_m3 {
 namespace {
 
 std::string Str(int64_t v) {
@@ -97,4 +97,4 @@ ShardPlan MakeShardPlan(const TextConfig& t, int tp, int ep, int rank) {
   return p;
 }
 
-}  // namespace m3::engine::parallel
+}  // namespace m3::engine::minimax_m3

@@ -1,5 +1,5 @@
 // ResolveSamplingParams: request values over generation_config.json defaults, range checks.
-#include "engine/runtime/sampling_params.h"
+#include "engine/step/sampling_params.h"
 
 #include <cmath>
 #include <string>

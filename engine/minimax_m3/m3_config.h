@@ -1,5 +1,6 @@
-// The MiniMax-M3 VL model configuration, parsed from a Hugging Face config.json. Accepts both
-// key styles found in the wild: the flat keys (index_*, layer_types, mlp_layer_types,
+// The MiniMax-M3 VL model configuration, parsed from a Hugging Face config.json (the model's own
+// parser; the gateway reads the few fields it needs through shared/model_config_view.h). Accepts
+// both key styles found in the wild: the flat keys (index_*, layer_types, mlp_layer_types,
 // rope_parameters) and the legacy ones (sparse_attention_config.*, moe_layer_freq, rope_theta,
 // rotary_dim). Validates what the engine relies on, so a bad file fails at load, by name.
 #pragma once
@@ -10,7 +11,7 @@
 
 #include "shared/generation_config.h"
 
-namespace m3 {
+namespace m3::engine::minimax_m3 {
 
 struct TextConfig {
   int64_t vocab_size = 0;
@@ -86,4 +87,4 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& so
 // Reads DIR/config.json and, when present, DIR/generation_config.json.
 ModelConfig LoadModelConfig(const std::string& model_dir);
 
-}  // namespace m3
+}  // namespace m3::engine::minimax_m3

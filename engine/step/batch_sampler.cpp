@@ -1,11 +1,11 @@
 // BatchSampler: logit processing and the seeded draw, one row at a time on the host.
-#include "engine/runtime/batch_sampler.h"
+#include "engine/step/batch_sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "engine/runtime/counter_rng.h"
+#include "engine/step/counter_rng.h"
 #include "shared/error.h"
 
 namespace m3::engine {

@@ -18,9 +18,9 @@
 #include <memory>
 #include <vector>
 
-namespace m3::engine {
+#include "engine/step/encoder_output.h"
 
-class EncoderOutput;  // model_runner.h
+namespace m3::engine {
 
 // Rows of this step that take vision features instead of token embeddings.
 struct MediaSpan {

@@ -1,5 +1,5 @@
 // WeightUploader: moves a checkpoint's tensors (mmapped views of one or several safetensors
-// shards) onto a Backend, converted once to the backend's weight dtype, with each tensor's
+// shards) onto a Device, converted once to the device's weight dtype, with each tensor's
 // dtype and shape checked against what the config implies (a mismatched checkpoint fails at
 // load, naming the tensor). Several source tensors can be fused into one (gate/up, QKV, stacked
 // experts). Progress is logged every ~10% of the checkpoint's bytes (checkpoints of 256 MiB and
@@ -12,16 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/backend.h"
-#include "engine/source_pages.h"
+#include "engine/backend/device.h"
+#include "engine/backend/source_pages.h"
 #include "shared/safetensors.h"
 
-namespace m3::engine {
+namespace m3::engine::backend {
 
 struct LoadReport {
   int64_t tensors = 0;
   int64_t checkpoint_bytes = 0;  // bytes read from the checkpoint
-  int64_t device_bytes = 0;      // bytes the backend holds for the weights
+  int64_t device_bytes = 0;      // bytes the device holds for the weights
   double seconds = 0;
   int64_t peak_rss_bytes = 0;  // the process high-water mark (VmHWM), 0 when unknown
 };
@@ -41,18 +41,17 @@ struct WeightSlice {
 class WeightUploader {
  public:
   // shared: the group's release tracker when several uploaders read one store (sliced loads).
-  WeightUploader(const WeightStore& store, backend::Backend& backend,
-                 SharedPageRelease* shared = nullptr);
+  WeightUploader(const WeightStore& store, Device& device, SharedPageRelease* shared = nullptr);
 
   // One tensor of exactly `shape`. Throws kNotFound when missing, kInvalidArgument on a
   // non-float dtype or another shape.
-  backend::DeviceTensor Load(const std::string& name, const Shape& shape);
+  DeviceTensor Load(const std::string& name, const Shape& shape);
   // Tensors, each of its own expected shape, concatenated along dimension 0 into `shape`.
-  backend::DeviceTensor LoadConcat(const std::vector<std::pair<std::string, Shape>>& parts,
-                                   const Shape& shape);
+  DeviceTensor LoadConcat(const std::vector<std::pair<std::string, Shape>>& parts,
+                          const Shape& shape);
 
   // Slices, concatenated along dimension 0 into `shape`.
-  backend::DeviceTensor LoadSlices(const std::vector<WeightSlice>& parts, const Shape& shape);
+  DeviceTensor LoadSlices(const std::vector<WeightSlice>& parts, const Shape& shape);
 
   LoadReport Finish();
 
@@ -62,7 +61,7 @@ class WeightUploader {
   void ReportProgress();  // every ~10% of the checkpoint read
 
   const WeightStore& store_;
-  backend::Backend& backend_;
+  Device& device_;
   SharedPageRelease* shared_ = nullptr;
   int64_t total_bytes_ = 0;
   int64_t read_bytes_ = 0;
@@ -74,4 +73,4 @@ class WeightUploader {
 // The process's peak resident set (VmHWM of /proc/self/status), 0 when unknown.
 int64_t PeakResidentBytes();
 
-}  // namespace m3::engine
+}  // namespace m3::engine::backend

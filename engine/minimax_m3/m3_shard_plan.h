@@ -12,9 +12,9 @@
 
 #include <cstdint>
 
-#include "shared/model_config.h"
+#include "engine/minimax_m3/m3_config.h"
 
-namespace m3::engine::parallel {
+namespace m3::engine::minimax_m3 {
 
 // A contiguous range [first, first + count) of heads, channels or experts.
 struct ShardRange {
@@ -51,4 +51,4 @@ ShardPlan MakeShardPlan(const TextConfig& text, int tensor_parallel, int expert_
 // The plan of a single rank: every range whole, no collectives.
 ShardPlan SingleRankPlan(const TextConfig& text);
 
-}  // namespace m3::engine::parallel
+}  // namespace m3::engine::minimax_m3

@@ -1,10 +1,10 @@
-// MakeBackend: "cpu" always; "cuda[:N]" when the build has the CUDA backend (M3_HAVE_CUDA).
-#include "engine/backend/make_backend.h"
+// MakeDevice: "cpu" always; "cuda[:N]" when the build has the CUDA device (M3_HAVE_CUDA).
+#include "engine/backend/make_device.h"
 
-#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/cpu_device.h"
 #include "shared/error.h"
 #ifdef M3_HAVE_CUDA
-#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/cuda_device.h"
 #endif
 
 namespace m3::engine::backend {
@@ -17,11 +17,11 @@ bool BuiltWithCuda() {
 #endif
 }
 
-std::unique_ptr<Backend> MakeBackend(const std::string& device) {
-  if (device == "cpu") return MakeCpuBackend();
+std::unique_ptr<Device> MakeDevice(const std::string& device) {
+  if (device == "cpu") return MakeCpuDevice();
   if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
 #ifdef M3_HAVE_CUDA
-    return MakeCudaBackend(device);
+    return MakeCudaDevice(device);
 #else
     throw Error(ErrorCode::kUnsupported,
                 "device '" + device +
@@ -39,7 +39,7 @@ DeviceMemory QueryDeviceMemory(const std::string& device) {
   const CudaMemory m = CudaMemoryInfo(device);
   return {static_cast<int64_t>(m.free_bytes), static_cast<int64_t>(m.total_bytes)};
 #else
-  MakeBackend(device);  // throws: this build has no such device
+  MakeDevice(device);  // throws: this build has no such device
   return {};
 #endif
 }

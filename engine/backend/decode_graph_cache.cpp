@@ -1,6 +1,6 @@
 // DecodeGraphCache: bucket choice, the packed input buffer of each bucket, recording on first
 // use and replay with the step's inputs written into that buffer.
-#include "engine/minimax_m3/decode_graph_cache.h"
+#include "engine/backend/decode_graph_cache.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,10 +9,8 @@
 #include "shared/error.h"
 #include "shared/log.h"
 
-namespace m3::engine::minimax_m3 {
+namespace m3::engine::backend {
 namespace {
-
-using backend::DeviceTensor;
 
 int64_t Align(int64_t bytes) {
   return (bytes + 255) / 256 * 256;
@@ -31,10 +29,10 @@ DeviceTensor View(const DeviceTensor& buf, int64_t& at, DType dtype, Shape shape
 
 }  // namespace
 
-DecodeGraphCache::DecodeGraphCache(backend::Backend& backend, int64_t max_rows, int64_t max_width,
+DecodeGraphCache::DecodeGraphCache(Device& device, int64_t max_rows, int64_t max_width,
                                    int64_t page_size, int32_t pad_page, int64_t rotary_dim,
                                    bool record)
-    : be_(backend),
+    : device_(device),
       buckets_(RowBuckets(max_rows)),
       max_width_(WidthBucket(max_width)),
       page_size_(page_size),
@@ -71,10 +69,10 @@ DecodeGraphCache::Entry& DecodeGraphCache::Get(int64_t rows, int64_t width) {
   const int64_t R = rows, W = width, rot = rotary_dim_;
   const int64_t bytes = Align(R * 4) * 3 + Align((R + 1) * 4) + Align(R * W * 4) + Align(R * 8) +
                         2 * Align(R * rot * 4);
-  e.inputs = be_.Alloc(DType::kI32, {bytes / 4});
+  e.inputs = device_.Alloc(DType::kI32, {bytes / 4});
   e.host.assign(static_cast<size_t>(bytes), 0);
   int64_t at = 0;
-  backend::StepMetadata& m = e.meta;
+  StepMetadata& m = e.meta;
   e.ids = View(e.inputs, at, DType::kI32, {R});
   m.positions = View(e.inputs, at, DType::kI32, {R});
   m.query_start = View(e.inputs, at, DType::kI32, {R + 1});
@@ -96,7 +94,7 @@ DecodeGraphCache::Entry& DecodeGraphCache::Get(int64_t rows, int64_t width) {
 
 bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
                            std::span<const float> sin, const Forward& forward,
-                           const std::function<void(const backend::DeviceTensor&)>& take) {
+                           const std::function<void(const DeviceTensor&)>& take) {
   const int64_t n = b.num_rows();
   const int64_t R = RowBucket(n), W = WidthBucket(b.max_pages_per_seq), rot = rotary_dim_;
   if (R == 0 || W > max_width_) return false;
@@ -141,32 +139,32 @@ bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
   }
   qs[R] = static_cast<int32_t>(R);
 
-  be_.Upload(e.host.data(), e.inputs);
+  device_.Upload(e.host.data(), e.inputs);
   if (!record_) {
-    be_.BeginStep();
+    device_.BeginStep();
     struct EndStep {
-      backend::Backend& be;
+      Device& be;
       ~EndStep() { be.EndStep(); }
-    } end_step{be_};
-    const backend::DeviceTensor logits = forward(e.meta, e.ids);
+    } end_step{device_};
+    const DeviceTensor logits = forward(e.meta, e.ids);
     ++replays_;
     take(logits.Rows(0, n));
     return true;
   }
   if (!e.graph) {
     const auto start = std::chrono::steady_clock::now();
-    be_.BeginStep();
+    device_.BeginStep();
     struct EndStep {
-      backend::Backend& be;
+      Device& be;
       ~EndStep() { be.EndStep(); }
-    } end_step{be_};
+    } end_step{device_};
     // Once op by op first (its results are the replay's: same inputs), so every buffer the ops
     // size on first use (kernel scratch, cuBLAS heuristics) exists before the recording.
     forward(e.meta, e.ids);
-    be_.BeginStep();  // the recording takes the workspace from its start again
+    device_.BeginStep();  // the recording takes the workspace from its start again
     try {
-      e.graph = be_.Record([&] { e.logits = forward(e.meta, e.ids); });
-      e.workspace_end = be_.StepWorkspaceUsed();
+      e.graph = device_.Record([&] { e.logits = forward(e.meta, e.ids); });
+      e.workspace_end = device_.StepWorkspaceUsed();
     } catch (const Error& what) {
       // An op that could not be recorded (e.g. a workspace it needs is missing): this bucket
       // runs op by op, where the same error, if it is one, surfaces.
@@ -188,13 +186,13 @@ bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
   ++replays_;
   // What reads the logits (device sampling) takes its buffers from the step workspace above
   // the graph's, which hold the logits.
-  be_.BeginStep(e.workspace_end);
+  device_.BeginStep(e.workspace_end);
   struct EndStep {
-    backend::Backend& be;
+    Device& be;
     ~EndStep() { be.EndStep(); }
-  } end_step{be_};
+  } end_step{device_};
   take(e.logits.Rows(0, n));
   return true;
 }
 
-}  // namespace m3::engine::minimax_m3
+}  // namespace m3::engine::backend

@@ -7,7 +7,7 @@
 
 #include "shared/tensor.h"
 
-namespace m3::engine {
+namespace m3::engine::backend {
 
 // The ranks of a parallel group read slices of the same mapped tensors: a tensor's source pages
 // are dropped once every one of `readers` uploaders has taken its slice, so the group's resident
@@ -27,4 +27,4 @@ class SharedPageRelease {
 // Drops the mapped source pages that lie wholly inside `view`.
 void ReleasePages(const TensorView& view);
 
-}  // namespace m3::engine
+}  // namespace m3::engine::backend

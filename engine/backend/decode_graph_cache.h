@@ -1,4 +1,4 @@
-// DecodeGraphCache: recorded decode steps (CUDA graphs through Backend::Record) keyed by bucket.
+// DecodeGraphCache: recorded decode steps (CUDA graphs through Device::Record) keyed by bucket.
 // A decode-only step (every row one sequence's next token) of R rows whose block tables are W
 // pages wide runs as the graph of bucket (R', W') with R' >= R from the row buckets (1, 2, 4, 8,
 // 16, 24, 32, then steps of 16 up to max_rows) and W' the next power of two >= W: its inputs
@@ -17,21 +17,20 @@
 #include <utility>
 #include <vector>
 
-#include "engine/backend/backend.h"
-#include "engine/runtime/forward_batch.h"
+#include "engine/backend/device.h"
+#include "engine/step/forward_batch.h"
 
-namespace m3::engine::minimax_m3 {
+namespace m3::engine::backend {
 
 class DecodeGraphCache {
  public:
   // The whole forward on prepared device inputs, returning float32 logits [meta.rows, vocab].
-  using Forward = std::function<backend::DeviceTensor(const backend::StepMetadata&,
-                                                      const backend::DeviceTensor&)>;
+  using Forward = std::function<DeviceTensor(const StepMetadata&, const DeviceTensor&)>;
 
   // record: capture each bucket's step as a graph and replay it; otherwise every step runs op by
   // op at its bucket's shape (the same launches on the same padded inputs: the same results).
-  DecodeGraphCache(backend::Backend& backend, int64_t max_rows, int64_t max_width,
-                   int64_t page_size, int32_t pad_page, int64_t rotary_dim, bool record = true);
+  DecodeGraphCache(Device& device, int64_t max_rows, int64_t max_width, int64_t page_size,
+                   int32_t pad_page, int64_t rotary_dim, bool record = true);
 
   static std::vector<int64_t> RowBuckets(int64_t max_rows);
   // The row bucket holding `rows` (0: above every bucket) and the width bucket of `width` pages.
@@ -45,7 +44,7 @@ class DecodeGraphCache {
   // [rows, vocab] on the device. False (nothing run) when the batch has no bucket or its bucket
   // cannot be recorded.
   bool Run(const ForwardBatch& b, std::span<const float> cos, std::span<const float> sin,
-           const Forward& forward, const std::function<void(const backend::DeviceTensor&)>& take);
+           const Forward& forward, const std::function<void(const DeviceTensor&)>& take);
 
   bool records() const { return record_; }
   int64_t recorded() const { return recorded_; }  // graphs recorded so far
@@ -54,17 +53,17 @@ class DecodeGraphCache {
  private:
   struct Entry {
     int64_t rows = 0, width = 0;
-    backend::DeviceTensor inputs;  // every input in one buffer (one upload per step)
-    backend::StepMetadata meta;
-    backend::DeviceTensor ids, logits;  // logits: the recorded forward's output
-    std::unique_ptr<backend::StepGraph> graph;
+    DeviceTensor inputs;  // every input in one buffer (one upload per step)
+    StepMetadata meta;
+    DeviceTensor ids, logits;  // logits: the recorded forward's output
+    std::unique_ptr<StepGraph> graph;
     bool failed = false;        // recording failed: this bucket runs eagerly
     size_t workspace_end = 0;   // step workspace the recording took (its logits lie below)
     std::vector<uint8_t> host;  // the inputs' host image
   };
   Entry& Get(int64_t rows, int64_t width);
 
-  backend::Backend& be_;
+  Device& device_;
   std::vector<int64_t> buckets_;
   int64_t max_width_, page_size_, rotary_dim_;
   int32_t pad_page_;
@@ -73,4 +72,4 @@ class DecodeGraphCache {
   int64_t recorded_ = 0, replays_ = 0;
 };
 
-}  // namespace m3::engine::minimax_m3
+}  // namespace m3::engine::backend

@@ -1,24 +1,20 @@
-// Backend: the compute interface the model graphs (engine/minimax_m3/) are written against.
-// Memory (allocation, host <-> device copies, weight upload with dtype conversion) and the ops
-// the models need at fused granularity, so a GPU backend launches one kernel per op. The CPU
-// backend (cpu/cpu_backend.h) implements them on kernels/cpu; a CUDA backend on kernels/cuda.
+// M3Ops: the ops the MiniMax-M3 graphs (engine/minimax_m3/) are written against, at fused
+// granularity so a GPU implementation launches one kernel per op. Each implementation runs on
+// one Device, whose memory its tensors live in and whose step workspace / stream it uses: the
+// CPU's (cpu/cpu_m3_ops.h) on kernels/cpu, the CUDA one's (cuda/cuda_m3_ops.h) on kernels/cuda.
+// MakeM3Ops (make_m3_ops.h) picks the one for a device. Another model family declares its own
+// op set beside this one; ops both families share would move to a common base then.
 //
-// Shapes are row-major; activations are in activation_dtype() (float32 on the CPU), norms,
-// softmax and routing are computed in float32 everywhere. Per-step metadata (StepMetadata) is
-// built once per forward step by PrepareStep and shared by every layer.
+// Shapes are row-major; activations are in the device's activation_dtype(), norms, softmax and
+// routing are computed in float32 everywhere. Per-step metadata (StepMetadata) is built once per
+// forward step by Device::PrepareStep and shared by every layer.
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <span>
-#include <string>
-#include <vector>
 
 #include "engine/backend/device_tensor.h"
-#include "engine/runtime/batch_sampler.h"
-#include "engine/runtime/forward_batch.h"
-#include "shared/tensor.h"
+#include "engine/backend/step_metadata.h"
 
 namespace m3::engine::backend {
 
@@ -35,25 +31,6 @@ struct LayerKvCache {
   DeviceTensor index_codes;
   DeviceTensor index_scales;
   bool fp8_index() const { return static_cast<bool>(index_codes); }
-};
-
-// The batch layout of one step, on the device, plus host copies for launch decisions.
-struct StepMetadata {
-  int64_t rows = 0;
-  int64_t seqs = 0;
-  int64_t num_decodes = 0;
-  int64_t page_size = 0;
-  int64_t max_pages_per_seq = 0;
-  int64_t max_query_len = 0;  // longest row run of one sequence this step
-  int64_t max_seq_len = 0;    // longest context_len + rows
-  DeviceTensor positions;     // i32 [rows]
-  DeviceTensor query_start;   // i32 [seqs + 1]
-  DeviceTensor context_lens;  // i32 [seqs]
-  DeviceTensor block_tables;  // i32 [seqs, max_pages_per_seq]
-  DeviceTensor slot_mapping;  // i64 [rows]
-  DeviceTensor rope_cos;      // f32 [rows, rotary_dim] of the text rotary, [freqs, freqs]
-  DeviceTensor rope_sin;
-  const ForwardBatch* batch = nullptr;  // the host batch it was built from (valid for the step)
 };
 
 // Shapes of the fused QKV projection output: q heads, then k heads, v heads, then (MSA layers)
@@ -104,58 +81,9 @@ struct ExpertRange {
   int64_t count = -1;
 };
 
-// A recorded sequence of ops that replays as one launch (a CUDA graph): it reads and writes the
-// same buffers every time, so the caller rewrites its input buffers before each Replay.
-class StepGraph {
+class M3Ops {
  public:
-  virtual ~StepGraph() = default;
-  virtual void Replay() = 0;
-};
-
-class Backend {
- public:
-  virtual ~Backend() = default;
-  virtual std::string name() const = 0;        // "cpu"
-  virtual DType activation_dtype() const = 0;  // float32 on the CPU
-  virtual DType weight_dtype() const = 0;      // what UploadWeight stores
-  virtual size_t weight_bytes() const = 0;     // uploaded so far
-  virtual size_t allocated_bytes() const = 0;  // live buffers, weights included
-
-  // ---- memory ----
-  virtual DeviceTensor Alloc(DType dtype, Shape shape) = 0;            // contents undefined
-  virtual void Upload(const void* host, const DeviceTensor& dst) = 0;  // dst.bytes() bytes
-  virtual void Download(const DeviceTensor& src, void* host) = 0;
-  // Weight upload with conversion from the checkpoint dtype (any float dtype): the parts,
-  // concatenated along dimension 0, form `shape` (gate/up fusion, expert stacking). Reads the
-  // (mmapped) views once; no intermediate copy.
-  virtual DeviceTensor UploadWeight(std::span<const TensorView> parts, Shape shape) = 0;
-
-  // ---- step workspace and recorded steps (the defaults: none; GPU backends implement them) ----
-  // Reserves `bytes` of scratch once; between BeginStep and EndStep, Alloc hands out pieces of
-  // it (from offset `from` on, reset at each BeginStep) instead of allocating, so tensors made
-  // in a step must not outlive it. StepWorkspaceUsed: the offset the step has reached (a
-  // recorded graph's outputs lie below it, so work after its replay starts there).
-  virtual void ReserveStepWorkspace(size_t /*bytes*/) {}
-  virtual void BeginStep(size_t /*from*/ = 0) {}
-  virtual void EndStep() {}
-  virtual size_t StepWorkspaceUsed() const { return 0; }
-  // Records `ops` (issued between BeginStep and EndStep, nothing run) into a graph; null when
-  // this backend cannot record or the ops cannot be recorded (a host synchronization inside).
-  virtual std::unique_ptr<StepGraph> Record(const std::function<void()>& /*ops*/) {
-    return nullptr;
-  }
-
-  // Built once per step: uploads the batch layout and the text rotary rows
-  // (cos/sin host arrays [rows, rotary_dim]).
-  virtual StepMetadata PrepareStep(const ForwardBatch& batch, int64_t page_size,
-                                   std::span<const float> rope_cos, std::span<const float> rope_sin,
-                                   int64_t rotary_dim) = 0;
-  // The same, with the rotary rows made from the batch's positions and the rotary inverse
-  // frequencies (rotary_dim = 2 * inv_freq.size()) as kernels/cpu/rope.h's RopeCosSin does:
-  // here on the host's threads, on the device where a backend can (an 8K-token prefill's tables
-  // are 4 MB to compute and upload).
-  virtual StepMetadata PrepareStepFromPositions(const ForwardBatch& batch, int64_t page_size,
-                                                std::span<const float> inv_freq);
+  virtual ~M3Ops() = default;
 
   // ---- elementwise / normalization / data movement ----
   // out[r] = table[ids[r]]; ids i32 [rows], table [vocab, hidden].
@@ -176,7 +104,8 @@ class Backend {
   virtual void Gelu(const DeviceTensor& x) = 0;                            // erf form, in place
 
   // ---- GEMM ----
-  // y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w in weight_dtype(), the nn.Linear layout.
+  // y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w in the nn.Linear layout, in the device's
+  // weight_dtype().
   virtual void Linear(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* bias,
                       const DeviceTensor& y) = 0;
 
@@ -206,8 +135,8 @@ class Backend {
                                     const DeviceTensor& selected, int64_t topk, int64_t block_size,
                                     const DeviceTensor& out) = 0;
   // An MSA layer's attention: MsaSelectBlocks, then BlockSparseAttention over its selection
-  // (left in `selected`). A backend may fuse them (the CUDA one selects inside the attention
-  // kernel for small decode steps).
+  // (left in `selected`). An implementation may fuse them (the CUDA one selects inside the
+  // attention kernel for small decode steps).
   virtual void MsaAttention(const DeviceTensor& q, const DeviceTensor& index_q,
                             const LayerKvCache& cache, const StepMetadata& meta,
                             const MsaParams& params, const AttentionShape& shape,
@@ -243,20 +172,6 @@ class Backend {
                                 const DeviceTensor& sin, int64_t rot,
                                 std::span<const int64_t> segments, int64_t heads, int64_t head_dim,
                                 const DeviceTensor& out) = 0;
-
-  // ---- sampling ----
-  // The next token of each row of logits (f32 [rows.size(), vocab]) with rows[i]'s parameters
-  // and history, as BatchSampler picks it (the draw CounterUniform(seed, output size)), with
-  // the logprobs it asks for; only these come back to the host, never the logits. This default
-  // downloads the logits and samples them on the host (backends with a device sampler override).
-  virtual void SampleRows(const DeviceTensor& logits, std::span<const SampleRow> rows,
-                          std::vector<SampledToken>& out) {
-    out.clear();
-    if (rows.empty()) return;
-    std::vector<float> host(static_cast<size_t>(logits.numel()));
-    Download(logits, host.data());
-    BatchSampler(logits.numel() / static_cast<int64_t>(rows.size())).Sample(host.data(), rows, out);
-  }
 };
 
 }  // namespace m3::engine::backend

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/runtime/sampling_params.h"
+#include "engine/step/sampling_params.h"
 
 namespace m3::engine {
 

@@ -1,25 +1,13 @@
-// CpuBackend: each op checks the shapes it relies on (an inconsistency is a bug: kInternal) and
-// forwards raw pointers to its kernels/cpu twin.
-//
-// Expert stacks (the rank-3 weights, [experts, n, k]) are stored K-major, each expert's matrix
-// transposed to [k, n], converted and transposed in one pass at load: the grouped expert MLPs
-// of a decode step have a few rows per expert, and the small-M kernel that serves them streams
-// a K-major weight with no per-call packing (kernels/cpu/small_m_gemm.h). Buffers in that layout
-// are marked, so Upload / Download of them still speak the row-major [experts, n, k] layout of
-// the interface. M3_CPU_SMALL_M=0 keeps the nn.Linear layout and the per-expert sgemm path
-// (for side-by-side measurement).
-#include "engine/backend/cpu/cpu_backend.h"
+// CpuM3Ops: each op checks the shapes it relies on (an inconsistency is a bug: kInternal) and
+// forwards raw pointers to its kernels/cpu twin. Tensors are the CPU device's host buffers;
+// expert stacks stored K-major (cpu_device.h) take the small-M grouped-expert kernels.
+#include "engine/backend/cpu/cpu_m3_ops.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <new>
 #include <string>
 #include <vector>
 
-#include "engine/backend/step_metadata_upload.h"
+#include "engine/backend/cpu/host_buffer.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/matmul.h"
@@ -32,7 +20,6 @@
 #include "kernels/cpu/qk_norm_rope.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/segment_attention.h"
-#include "kernels/cpu/small_m_gemm.h"
 #include "kernels/cpu/swiglu.h"
 
 namespace m3::engine::backend {
@@ -44,92 +31,6 @@ void Check(bool ok, const char* what) {
   Require(ok, ErrorCode::kInternal, std::string("cpu backend: ") + what);
 }
 
-class HostBuffer : public DeviceBuffer {
- public:
-  HostBuffer(size_t bytes, std::shared_ptr<std::atomic<size_t>> live)
-      : bytes_(bytes), live_(std::move(live)) {
-    const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-    data_ = std::aligned_alloc(64, rounded);
-    Require(data_ != nullptr, ErrorCode::kResourceExhausted,
-            "out of host memory allocating " + std::to_string(bytes) + " bytes");
-    *live_ += bytes_;
-  }
-  ~HostBuffer() override {
-    std::free(data_);
-    *live_ -= bytes_;
-  }
-  void* data() override { return data_; }
-  size_t bytes() const override { return bytes_; }
-  // Set when the buffer holds an expert stack with each expert transposed.
-  bool k_major_experts = false;
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_;
-  std::shared_ptr<std::atomic<size_t>> live_;
-};
-
-// Converts n elements of a float checkpoint dtype to float32.
-void ConvertToF32(const TensorView& src, int64_t begin, int64_t n, float* dst) {
-  switch (src.dtype) {
-    case DType::kF32:
-      std::memcpy(dst, src.data + begin * 4, static_cast<size_t>(n) * 4);
-      return;
-    case DType::kBF16: {
-      const uint8_t* p = src.data + begin * 2;
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t v;
-        std::memcpy(&v, p + i * 2, 2);
-        dst[i] = BF16ToF32(v);
-      }
-      return;
-    }
-    case DType::kF16: {
-      const uint8_t* p = src.data + begin * 2;
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t v;
-        std::memcpy(&v, p + i * 2, 2);
-        dst[i] = F16ToF32(v);
-      }
-      return;
-    }
-    case DType::kF64: {
-      const uint8_t* p = src.data + begin * 8;
-      for (int64_t i = 0; i < n; ++i) {
-        double v;
-        std::memcpy(&v, p + i * 8, 8);
-        dst[i] = static_cast<float>(v);
-      }
-      return;
-    }
-    default:
-      throw Error(ErrorCode::kInvalidArgument,
-                  "weight dtype " + std::string(DTypeName(src.dtype)) + " is not a float type");
-  }
-}
-
-// Elements [begin, begin + n) of the parts concatenated, as float32.
-void ConvertConcatRange(std::span<const TensorView> parts, int64_t begin, int64_t n, float* dst) {
-  for (const auto& p : parts) {
-    const int64_t size = p.numel();
-    if (begin >= size) {
-      begin -= size;
-      continue;
-    }
-    const int64_t take = std::min(n, size - begin);
-    ConvertToF32(p, begin, take, dst);
-    dst += take;
-    n -= take;
-    begin = 0;
-    if (n == 0) return;
-  }
-}
-
-bool IsKMajorExperts(const DeviceTensor& t) {
-  const auto* b = dynamic_cast<const HostBuffer*>(t.buffer.get());
-  return b && b->k_major_experts;
-}
-
 k::PagedLayout Layout(const StepMetadata& m) {
   return {m.seqs,
           m.query_start.data<int32_t>(),
@@ -139,66 +40,8 @@ k::PagedLayout Layout(const StepMetadata& m) {
           m.page_size};
 }
 
-class CpuBackend : public Backend {
+class CpuM3Ops final : public M3Ops {
  public:
-  std::string name() const override { return "cpu"; }
-  DType activation_dtype() const override { return DType::kF32; }
-  DType weight_dtype() const override { return DType::kF32; }
-  size_t weight_bytes() const override { return weight_bytes_; }
-  size_t allocated_bytes() const override { return *live_; }
-
-  DeviceTensor Alloc(DType dtype, Shape shape) override {
-    DeviceTensor t;
-    t.dtype = dtype;
-    t.shape = std::move(shape);
-    t.buffer = std::make_shared<HostBuffer>(t.bytes(), live_);
-    return t;
-  }
-  void Upload(const void* host, const DeviceTensor& dst) override {
-    if (IsKMajorExperts(dst)) {
-      k::TransposeEachExpert(static_cast<const float*>(host), dst.dim(0), dst.dim(1), dst.dim(2),
-                             dst.data<float>());
-    } else if (dst.bytes()) {
-      std::memcpy(dst.data<uint8_t>(), host, dst.bytes());
-    }
-  }
-  void Download(const DeviceTensor& src, void* host) override {
-    if (IsKMajorExperts(src)) {
-      k::TransposeEachExpert(src.data<float>(), src.dim(0), src.dim(2), src.dim(1),
-                             static_cast<float*>(host));
-    } else if (src.bytes()) {
-      std::memcpy(host, src.data<uint8_t>(), src.bytes());
-    }
-  }
-
-  DeviceTensor UploadWeight(std::span<const TensorView> parts, Shape shape) override {
-    int64_t total = 0;
-    for (const auto& p : parts) total += p.numel();
-    Check(total == NumElements(shape), "UploadWeight: parts do not fill the shape");
-    if (shape.size() == 3 && experts_k_major_) return UploadExpertStack(parts, std::move(shape));
-    DeviceTensor t = Alloc(DType::kF32, std::move(shape));
-    float* dst = t.data<float>();
-    constexpr int64_t kChunk = 1 << 18;
-    for (const auto& p : parts) {
-      const int64_t n = p.numel();
-      k::ParallelFor((n + kChunk - 1) / kChunk, 1, [&](int64_t b, int64_t e) {
-        for (int64_t c = b; c < e; ++c) {
-          const int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
-          ConvertToF32(p, begin, len, dst + begin);
-        }
-      });
-      dst += n;
-    }
-    weight_bytes_ += t.bytes();
-    return t;
-  }
-
-  StepMetadata PrepareStep(const ForwardBatch& b, int64_t page_size,
-                           std::span<const float> rope_cos, std::span<const float> rope_sin,
-                           int64_t rotary_dim) override {
-    return UploadStepMetadata(*this, b, page_size, rope_cos, rope_sin, rotary_dim);
-  }
-
   void Embedding(const DeviceTensor& table, const DeviceTensor& ids,
                  const DeviceTensor& out) override {
     const int64_t H = table.dim(1), n = ids.numel();
@@ -343,30 +186,6 @@ class CpuBackend : public Backend {
     int32_t* out = ids.data<int32_t>();
     for (int64_t i = 0; i < rows * K; ++i) out[i] = static_cast<int32_t>(wide[i]);
   }
-  // [experts, n, k] stored as [experts, k, n]: blocks of 32 source rows are converted into a
-  // scratch and written transposed, in parallel over (expert, block); no whole-tensor copy.
-  DeviceTensor UploadExpertStack(std::span<const TensorView> parts, Shape shape) {
-    DeviceTensor t = Alloc(DType::kF32, std::move(shape));
-    static_cast<HostBuffer*>(t.buffer.get())->k_major_experts = true;
-    const int64_t E = t.dim(0), N = t.dim(1), K = t.dim(2);
-    constexpr int64_t kBlock = 32;
-    const int64_t blocks = (N + kBlock - 1) / kBlock;
-    float* dst = t.data<float>();
-    k::ParallelFor(E * blocks, 1, [&](int64_t b, int64_t e) {
-      std::vector<float> scratch(kBlock * K);
-      for (int64_t task = b; task < e; ++task) {
-        const int64_t ex = task / blocks, r0 = (task % blocks) * kBlock;
-        const int64_t rows = std::min(kBlock, N - r0);
-        ConvertConcatRange(parts, (ex * N + r0) * K, rows * K, scratch.data());
-        float* out = dst + ex * K * N + r0;
-        for (int64_t c = 0; c < K; ++c)
-          for (int64_t r = 0; r < rows; ++r) out[c * N + r] = scratch[r * K + c];
-      }
-    });
-    weight_bytes_ += t.bytes();
-    return t;
-  }
-
   void MoeExperts(const DeviceTensor& x, const DeviceTensor& ids, const DeviceTensor& weights,
                   const DeviceTensor& gate_up, const DeviceTensor& down, const SwigluParams& p,
                   float scale, const DeviceTensor& out) override {
@@ -405,31 +224,14 @@ class CpuBackend : public Backend {
                         static_cast<int64_t>(segments.size()) - 1, out.data<float>());
   }
 
-  void SampleRows(const DeviceTensor& logits, std::span<const SampleRow> rows,
-                  std::vector<SampledToken>& out) override {
-    const int64_t n = static_cast<int64_t>(rows.size());
-    out.clear();
-    if (n == 0) return;
-    Check(logits.dtype == DType::kF32 && logits.shape.size() == 2 && logits.shape[0] == n,
-          "SampleRows: logits must be f32 [rows, vocab]");
-    const int64_t vocab = logits.shape[1];
-    // The host sampler's scratch is vocabulary-sized: kept between steps.
-    if (!sampler_ || sampler_->vocab() != vocab) sampler_ = std::make_unique<BatchSampler>(vocab);
-    sampler_->Sample(logits.data<float>(), rows, out);
-  }
-
  private:
-  std::shared_ptr<std::atomic<size_t>> live_ = std::make_shared<std::atomic<size_t>>(0);
-  size_t weight_bytes_ = 0;
-  bool experts_k_major_ = k::SmallMKernelsEnabled();
-  std::unique_ptr<BatchSampler> sampler_;
   std::vector<float> index_staging_;  // a step's index keys before FP8 quantization
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend() {
-  return std::make_unique<CpuBackend>();
+std::unique_ptr<M3Ops> MakeCpuM3Ops(CpuDevice& /*device*/) {
+  return std::make_unique<CpuM3Ops>();
 }
 
 }  // namespace m3::engine::backend

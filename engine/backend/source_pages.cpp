@@ -1,12 +1,12 @@
 // ReleasePages / SharedPageRelease: madvise(MADV_DONTNEED) on whole pages inside a tensor.
-#include "engine/source_pages.h"
+#include "engine/backend/source_pages.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
 
-namespace m3::engine {
+namespace m3::engine::backend {
 
 void ReleasePages(const TensorView& v) {
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -25,4 +25,4 @@ void SharedPageRelease::Read(const TensorView& view, int readers) {
   ReleasePages(view);
 }
 
-}  // namespace m3::engine
+}  // namespace m3::engine::backend
