@@ -1,8 +1,9 @@
 // ServingContext: what every API handler shares for the life of the server: the served model
 // (name, generation defaults, tokenizer and prompt builder, the reasoning and tool-call format
-// of its output, the chat template variables every request starts from), the media preprocessing
-// service and its pools, the engine router, the limits, the API keys and the metrics. Built once at
-// start-up from the model directory; everything in it is immutable or thread-safe.
+// of its output, the chat template variables every request starts from), the media
+// preprocessing service and its pools, the engine router, the limits, the API keys and the
+// metrics. Built once at start-up from the model directory; everything in it is immutable or
+// thread-safe.
 #pragma once
 
 #include <atomic>

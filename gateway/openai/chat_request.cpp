@@ -246,7 +246,7 @@ ToolChoice ParseToolChoice(const FieldReader& body, const Json& tools) {
 // arguments as an object (templates iterate them: MiniMax's render each as a parameter).
 void PrepareAssistantTurns(Json& messages) {
   for (Json& m : messages) {
-    if (m["role"] != "assistant") continue;
+    if (m.value("role", "") != "assistant") continue;
     if (const auto reasoning = m.find("reasoning");
         reasoning != m.end() && reasoning->is_string()) {
       const auto content = m.find("reasoning_content");

@@ -38,10 +38,10 @@ struct ChatRequest {
   bool parse_tool_calls() const { return tools.is_array() && !tools.empty(); }
 };
 
-// Throws RequestError naming the field: 400 for wrong types and values (a tool call's
-// arguments text that holds no JSON object among them), 404 for another
-// model, 413 for more media items than limits.max_media_items, 422 for a tool_choice naming a
-// function that is not among the tools.
+// Throws RequestError naming the field: 400 for wrong types and values (among them a tool
+// call's arguments text that holds no JSON object, a thinking_mode the template does not know),
+// 404 for another model, 413 for more media items than limits.max_media_items, 422 for a
+// tool_choice naming a function that is not among the tools.
 ChatRequest ParseChatRequest(const Json& body, const ServedModel& model, const ApiLimits& limits);
 
 }  // namespace m3::openai
