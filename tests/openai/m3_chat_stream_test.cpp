@@ -333,3 +333,59 @@ TEST_CASE("thinking disabled and adaptive: where the reasoning starts") {
     }
   }
 }
+
+TEST_CASE("a malformed call is content without special-token text; the next call survives") {
+  const std::string output = "Answer." + kNs + "<tool_call>\n" + kNs + "<invoke nam=\"broken\">" +
+                             kNs + "<city>x" + kNs + "</city>" + kNs + "</invoke>\n" + kNs +
+                             "<invoke name=\"get_weather\">" + kNs + "<city>Rome" + kNs +
+                             "</city>" + kNs + "</invoke>\n" + kNs + "</tool_call>";
+  for (bool stream : {false, true}) {
+    CAPTURE(stream);
+    const Run run = Generate(Request("adaptive", stream), output);
+    std::string content, finish;
+    std::vector<std::string> names, args;
+    if (stream) {
+      // Not Read(): the malformed call's own tag text is content here.
+      REQUIRE(run.status == 200);
+      for (const Event& e : run.events) {
+        if (e.chunk.is_null()) continue;
+        for (const Json& choice : e.chunk["choices"]) {
+          const Json& d = choice["delta"];
+          if (d.contains("content") && d["content"].is_string()) content += d["content"];
+          if (d.contains("tool_calls")) {
+            for (const Json& c : d["tool_calls"]) {
+              const size_t i = c["index"];
+              if (i >= args.size()) {
+                args.resize(i + 1);
+                names.resize(i + 1);
+              }
+              if (c.contains("id")) names[i] = c["function"]["name"];
+              args[i] += c["function"]["arguments"].get<std::string>();
+            }
+          }
+          if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+        }
+      }
+    } else {
+      REQUIRE(run.status == 200);
+      const Json r = Json::parse(run.body);
+      const Json& m = r["choices"][0]["message"];
+      content = m["content"].is_string() ? m["content"].get<std::string>() : "";
+      for (const Json& c : m["tool_calls"]) {
+        names.push_back(c["function"]["name"]);
+        args.push_back(c["function"]["arguments"]);
+      }
+      finish = r["choices"][0]["finish_reason"];
+    }
+    CHECK(content.rfind("Answer.", 0) == 0);
+    // Given back as the model wrote it, less the namespace tokens.
+    CHECK(content == "Answer.<invoke nam=\"broken\"><city>x</city></invoke>");
+    for (const char* t : {"<mm:think>", "</mm:think>", "]<]minimax[>[", "[e~["}) {
+      CHECK(content.find(t) == std::string::npos);
+    }
+    REQUIRE(names.size() == 1);
+    CHECK(names[0] == "get_weather");
+    CHECK(args[0] == R"({"city":"Rome"})");
+    CHECK(finish == "tool_calls");
+  }
+}
