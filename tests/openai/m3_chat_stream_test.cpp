@@ -7,7 +7,7 @@
 // SSE stream must carry the reasoning, the content and each tool call as it comes: id and name
 // before the call's last token, argument fragments as parameters complete that concatenate to
 // the final JSON, no special-token text in any field; the whole response has the whole calls
-// and finish_reason "tool_calls".
+// and finish_reason "tool_calls"; a malformed call is content and the calls after it survive.
 #include <doctest/doctest.h>
 
 #include <algorithm>
