@@ -39,20 +39,6 @@ std::exception_ptr QueueFull() {
       Error(ErrorCode::kResourceExhausted, "the media queue is full; retry later"));
 }
 
-// The error as the client sees it: which item, and why.
-std::exception_ptr ForItem(const content::MediaRef& ref, std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const net::ParamError&) {
-    return error;
-  } catch (const Error& e) {
-    return std::make_exception_ptr(
-        net::ParamError(e.code(), ref.param + ": " + e.what(), ref.param));
-  } catch (...) {
-    return error;
-  }
-}
-
 void Finish(const std::shared_ptr<Stage>& s, std::exception_ptr error) {
   if (error) {
     if (!s->failed.exchange(true)) s->done(nullptr, error);
@@ -126,7 +112,7 @@ bool Run(const std::shared_ptr<Stage>& s, size_t i, Step step) {
     step(*s, i);
     return true;
   } catch (...) {
-    Finish(s, ForItem(s->refs[i], std::current_exception()));
+    Finish(s, net::NameParam(std::current_exception(), s->refs[i].param));
     return false;
   }
 }
@@ -155,7 +141,7 @@ void FetchItem(const std::shared_ptr<Stage>& s, size_t i, Clock::time_point star
   s->ctx.media_service().fetcher().FetchAsync(
       std::move(ref), s->refs[i].kind, s->budget, s->deadline,
       [s, i, start, remote](std::exception_ptr error, net::FetchedMedia media) {
-        if (error) return Finish(s, ForItem(s->refs[i], error));
+        if (error) return Finish(s, net::NameParam(error, s->refs[i].param));
         const bool kept =
             Run(s, i, [&media](Stage& stage, size_t item) { Keep(stage, item, std::move(media)); });
         if (!kept) return;

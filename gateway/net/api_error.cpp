@@ -8,6 +8,18 @@
 
 namespace m3::net {
 
+std::exception_ptr NameParam(std::exception_ptr error, const std::string& param) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const ParamError&) {
+    return error;
+  } catch (const Error& e) {
+    return std::make_exception_ptr(ParamError(e.code(), param + ": " + e.what(), param));
+  } catch (...) {
+    return error;
+  }
+}
+
 int HttpStatusFor(ErrorCode code) {
   // In the media path kUnavailable is a URL the client sent that cannot be fetched (connection
   // refused, DNS failure, TLS failure, the origin's 5xx): the client's input, as OpenAI and vLLM

@@ -7,6 +7,7 @@
 // INVALID_ARGUMENT; a fetch that runs out of time stays 504 "media_fetch_timeout".
 #pragma once
 
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,11 @@ class ParamError : public Error {
  private:
   std::string param_;
 };
+
+// `error` as the client should see it when it came from one item of a request: an m3::Error
+// becomes a ParamError naming `param` (its message prefixed with it); a ParamError, which
+// already names its field, and anything else pass through unchanged.
+std::exception_ptr NameParam(std::exception_ptr error, const std::string& param);
 
 int HttpStatusFor(ErrorCode code);
 std::string_view ErrorCodeSlug(ErrorCode code);  // the "code" field, e.g. "media_url_refused"

@@ -41,20 +41,6 @@ std::exception_ptr QueueFull() {
       Error(ErrorCode::kResourceExhausted, "the preprocessing queue is full; retry later"));
 }
 
-// Errors name the item they came from, as PreprocessService's do.
-std::exception_ptr ForItem(std::exception_ptr error, const content::MediaRef& ref) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const net::ParamError&) {
-    return error;
-  } catch (const Error& e) {
-    return std::make_exception_ptr(
-        net::ParamError(e.code(), ref.param + ": " + e.what(), ref.param));
-  } catch (...) {
-    return error;
-  }
-}
-
 bool Ended(Job& job) {
   std::lock_guard lock(job.mu);
   return job.ended;
@@ -103,7 +89,7 @@ void Decode(Job& job, size_t i, net::FetchedMedia fetched) {
     job.service->ChargeFetched(job.charges, static_cast<int64_t>(fetched.bytes.size()));
     item = job.service->ProcessItem(ref, job.request.options, fetched.bytes, job.charges);
   } catch (...) {
-    return Fail(job, ForItem(std::current_exception(), ref));
+    return Fail(job, net::NameParam(std::current_exception(), ref.param));
   }
   {
     std::lock_guard lock(job.mu);
@@ -136,7 +122,7 @@ void ReadAndDecode(Job& job, size_t i) {
     if (ref.bytes) std::string().swap(*ref.bytes);
     if (net::UrlScheme(ref.url) == "data") std::string().swap(ref.url);  // decoded: drop the text
   } catch (...) {
-    return Fail(job, ForItem(std::current_exception(), ref));
+    return Fail(job, net::NameParam(std::current_exception(), ref.param));
   }
   Decode(job, i, std::move(fetched));
 }
@@ -177,7 +163,7 @@ void StartPreprocess(std::shared_ptr<const PreprocessService> service, const Pre
     service->fetcher().FetchAsync(
         ref.url, ref.kind, job->bytes, job->deadline,
         [job, i](std::exception_ptr error, net::FetchedMedia fetched) {
-          if (error) return Fail(*job, ForItem(error, job->request.items[i]));
+          if (error) return Fail(*job, net::NameParam(error, job->request.items[i].param));
           if (Ended(*job)) return;
           auto media = std::make_shared<net::FetchedMedia>(std::move(fetched));
           Queue(job, [job, i, media] { Decode(*job, i, std::move(*media)); });
