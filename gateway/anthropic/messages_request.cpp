@@ -333,10 +333,10 @@ openai::ToolChoice ParseToolChoice(const FieldReader& body, const Json& tools) {
   if (type == "tool") {
     const std::string name = r.RequiredString("name");
     if (!HasTool(tools, name)) {
-      throw RequestError(
-          ErrorCode::kUnprocessable,
-          "'tool_choice' names the tool '" + name + "', which is not among the request's tools",
-          "tool_choice.name", "unknown_tool");
+      throw RequestError(ErrorCode::kUnprocessable,
+                         "'tool_choice.name' names the tool '" + name +
+                             "', which is not among the request's tools",
+                         "tool_choice.name", "unknown_tool");
     }
     Unsupported("tool_choice.type", "\"tool\": " + why);
   }
