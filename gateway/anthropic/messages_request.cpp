@@ -98,8 +98,13 @@ Json ImagePart(const FieldReader& block, std::vector<content::MediaRef>& media) 
                Cat({Quoted(type_path), " must be ", allowed, " here, got \"", type, "\""}));
 }
 
-// tool_result -> a "tool" message; its content a string or text and image blocks.
-Json ToolMessage(const FieldReader& block, std::vector<content::MediaRef>& media) {
+// An image block of a tool result and its path.
+using ImageBlock = std::pair<const Json*, std::string>;
+
+// tool_result -> a "tool" message with its text (a string or text blocks). Its images go to
+// `images`: chat templates take images in user turns (the OpenAI path accepts them nowhere
+// else), so they follow the tool results in the user message.
+Json ToolMessage(const FieldReader& block, std::vector<ImageBlock>& images) {
   Json message = {{"role", "tool"}, {"tool_call_id", block.RequiredString("tool_use_id")}};
   (void)block.Bool("is_error");
   const Json* content = block.Get("content");
@@ -116,12 +121,12 @@ Json ToolMessage(const FieldReader& block, std::vector<content::MediaRef>& media
       if (type == "text") {
         parts.push_back(TextPart(part));
       } else if (type == "image") {
-        parts.push_back(ImagePart(part, media));
+        images.emplace_back(&(*content)[i], Index(path, i));
       } else {
         WrongBlock(part.Path("type"), type, "\"text\" or \"image\"");
       }
     }
-    message["content"] = std::move(parts);
+    message["content"] = parts.empty() ? Json("") : std::move(parts);
   } else {
     InvalidField(block.Path("content"),
                  Cat({Quoted(block.Path("content")), " must be a string or a list of blocks, got ",
@@ -132,23 +137,27 @@ Json ToolMessage(const FieldReader& block, std::vector<content::MediaRef>& media
 }
 
 // A user turn: its tool results first (they answer the assistant's calls just before), then one
-// user message with its text and images, if it has any.
+// user message with the tool results' images and the turn's own text and images, if any.
 void AddUserTurn(const Json& content, const std::string& path, Json& messages,
                  std::vector<content::MediaRef>& media) {
   if (content.is_string()) {
     messages.push_back({{"role", "user"}, {"content", content}});
     return;
   }
+  std::vector<ImageBlock> tool_images;
   for (size_t i = 0; i < content.size(); ++i) {
     const FieldReader block(content[i], Index(path, i));
     const std::string type = BlockType(block);
     if (type == "tool_result") {
-      messages.push_back(ToolMessage(block, media));
+      messages.push_back(ToolMessage(block, tool_images));
     } else if (type != "text" && type != "image") {
       WrongBlock(block.Path("type"), type, "\"text\", \"image\" or \"tool_result\"");
     }
   }
   Json parts = Json::array();
+  for (const auto& [image, image_path] : tool_images) {
+    parts.push_back(ImagePart(FieldReader(*image, image_path), media));
+  }
   for (size_t i = 0; i < content.size(); ++i) {
     const FieldReader block(content[i], Index(path, i));
     const std::string type = BlockType(block);

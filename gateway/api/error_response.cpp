@@ -46,8 +46,10 @@ net::HttpResponse ErrorResponseFor(std::exception_ptr error, ErrorStyle style) {
     }
     if (openai) return JsonBodyResponse(status, net::OpenAiErrorBody(e).dump());
     std::string message = e.what();
-    if (const auto* p = dynamic_cast<const net::ParamError*>(&e); p && !p->param().empty()) {
-      message = p->param() + ": " + message;  // Anthropic's errors have no param field
+    // Anthropic's errors have no param field: the message must name it.
+    if (const auto* p = dynamic_cast<const net::ParamError*>(&e);
+        p && !p->param().empty() && message.find(p->param()) == std::string::npos) {
+      message = p->param() + ": " + message;
     }
     return ErrorResponse(style, status, message, "");
   } catch (const std::bad_alloc&) {

@@ -122,7 +122,8 @@ TEST_CASE("images by base64 and by url, in user messages and tool results, in pr
   REQUIRE(c.media.size() == 3);
   CHECK(c.media[0].url == "data:image/png;base64,iVBORw0KGgo=");
   CHECK(c.media[0].param == "messages[0].content[1].source.data");
-  // The tool result comes first in the prompt (it answers the call), so its image does too.
+  // The tool result's image follows the tool results, in the user message (chat templates
+  // take images in user turns), ahead of the turn's own blocks.
   CHECK(c.media[1].url == "https://example.com/a.jpg");
   CHECK(c.media[1].param == "messages[2].content[1].content[1].source.url");
   CHECK(c.media[2].url == "https://example.com/b.jpg");
@@ -130,13 +131,17 @@ TEST_CASE("images by base64 and by url, in user messages and tool results, in pr
   REQUIRE(c.messages.size() == 4);
   CHECK(c.messages[0]["content"][1].dump() ==
         R"({"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}})");
-  CHECK(c.messages[2]["role"] == "tool");
-  CHECK(c.messages[2]["tool_call_id"] == "toolu_1");
-  CHECK(c.messages[2]["content"][0].dump() == R"({"type":"text","text":"took it"})");
-  CHECK(c.messages[2]["content"][1]["image_url"]["url"] == "https://example.com/a.jpg");
+  CHECK(c.messages[2].dump() ==
+        R"({"role":"tool","tool_call_id":"toolu_1","content":[{"type":"text","text":"took it"}]})");
   CHECK(
       c.messages[3].dump() ==
-      R"({"role":"user","content":[{"type":"text","text":"and this"},{"type":"image_url","image_url":{"url":"https://example.com/b.jpg"}}]})");
+      R"({"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/a.jpg"}},{"type":"text","text":"and this"},{"type":"image_url","image_url":{"url":"https://example.com/b.jpg"}}]})");
+  // A tool result of an image alone: the tool message has no text.
+  const MessagesRequest only = Parse(Body(R"([{"role":"user","content":[{"type":"tool_result",
+      "tool_use_id":"t","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]}])"));
+  CHECK(
+      only.chat.messages.dump() ==
+      R"([{"role":"tool","tool_call_id":"t","content":""},{"role":"user","content":[{"type":"image_url","image_url":{"url":"u"}}]}])");
   // The media list is what prompt assembly finds in the translated messages.
   const auto parts = m3::text::FindMediaParts(c.messages);
   REQUIRE(parts.size() == c.media.size());
@@ -276,6 +281,10 @@ TEST_CASE("bad input: 400 naming the field") {
       Body(
           R"([{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","is_error":"yes"}]}])"),
       400, "messages[0].content[0].is_error");
+  Fails(
+      Body(
+          R"([{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image","source":{"type":"base64","media_type":"image/tiff","data":"AA=="}}]}]}])"),
+      400, "messages[0].content[0].content[0].source.media_type");
   // Assistant blocks.
   const std::string tail = R"(,{"role":"user","content":"go"}])";
   Fails(
