@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "engine/model.h"
-#include "engine/runtime/model_runner.h"
+#include "engine/step/model_runner.h"
 
 namespace m3::engine {
 

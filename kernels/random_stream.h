@@ -1,5 +1,5 @@
 // The 64-bit mixer and the counter-based uniform draw, one definition for host and device code:
-// the CUDA sampler must draw exactly the host's numbers (engine/runtime/counter_rng.h says what
+// the CUDA sampler must draw exactly the host's numbers (engine/step/counter_rng.h says what
 // the stream guarantees), and the runtime's content hashes use the same mixer.
 #pragma once
 

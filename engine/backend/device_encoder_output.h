@@ -3,7 +3,7 @@
 #pragma once
 
 #include "engine/backend/device_tensor.h"
-#include "engine/runtime/model_runner.h"
+#include "engine/step/encoder_output.h"
 
 namespace m3::engine::backend {
 

@@ -1,7 +1,7 @@
-// DeviceTensor: a typed, row-major view into a buffer a Backend allocated (host memory for the
-// CPU backend, device memory for a GPU one). Views share their buffer, so weights, KV pages,
-// encoder outputs and step activations are all the same kind of handle; only the backend that
-// made a buffer dereferences it.
+// DeviceTensor: a typed, row-major view into a buffer a Device allocated (host memory for the
+// CPU device, device memory for a GPU one). Views share their buffer, so weights, KV pages,
+// encoder outputs and step activations are all the same kind of handle; only the device that
+// made a buffer (and the op sets on it) dereferences it.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// UploadStepMetadata: one Alloc + Upload per field, in the backend's own order of operations;
+// UploadStepMetadata: one Alloc + Upload per field, in the device's own order of operations;
 // the host rotary rows of the default PrepareStepFromPositions.
 #include "engine/backend/step_metadata_upload.h"
 
@@ -11,15 +11,15 @@
 namespace m3::engine::backend {
 namespace {
 
-DeviceTensor Put(Backend& be, DType dt, Shape shape, const void* src) {
-  DeviceTensor t = be.Alloc(dt, std::move(shape));
-  be.Upload(src, t);
+DeviceTensor Put(Device& dev, DType dt, Shape shape, const void* src) {
+  DeviceTensor t = dev.Alloc(dt, std::move(shape));
+  dev.Upload(src, t);
   return t;
 }
 
 }  // namespace
 
-StepMetadata UploadStepLayout(Backend& be, const ForwardBatch& b, int64_t page_size) {
+StepMetadata UploadStepLayout(Device& dev, const ForwardBatch& b, int64_t page_size) {
   StepMetadata m;
   m.rows = b.num_rows();
   m.seqs = b.num_seqs();
@@ -32,20 +32,20 @@ StepMetadata UploadStepLayout(Backend& be, const ForwardBatch& b, int64_t page_s
     m.max_query_len = std::max(m.max_query_len, q);
     m.max_seq_len = std::max(m.max_seq_len, b.context_lens[s] + q);
   }
-  m.positions = Put(be, DType::kI32, {m.rows}, b.positions.data());
-  m.query_start = Put(be, DType::kI32, {m.seqs + 1}, b.query_start.data());
-  m.context_lens = Put(be, DType::kI32, {m.seqs}, b.context_lens.data());
-  m.block_tables = Put(be, DType::kI32, {m.seqs, m.max_pages_per_seq}, b.block_tables.data());
-  m.slot_mapping = Put(be, DType::kI64, {m.rows}, b.slot_mapping.data());
+  m.positions = Put(dev, DType::kI32, {m.rows}, b.positions.data());
+  m.query_start = Put(dev, DType::kI32, {m.seqs + 1}, b.query_start.data());
+  m.context_lens = Put(dev, DType::kI32, {m.seqs}, b.context_lens.data());
+  m.block_tables = Put(dev, DType::kI32, {m.seqs, m.max_pages_per_seq}, b.block_tables.data());
+  m.slot_mapping = Put(dev, DType::kI64, {m.rows}, b.slot_mapping.data());
   return m;
 }
 
-StepMetadata UploadStepMetadata(Backend& be, const ForwardBatch& b, int64_t page_size,
+StepMetadata UploadStepMetadata(Device& dev, const ForwardBatch& b, int64_t page_size,
                                 std::span<const float> rope_cos, std::span<const float> rope_sin,
                                 int64_t rotary_dim) {
-  StepMetadata m = UploadStepLayout(be, b, page_size);
-  m.rope_cos = Put(be, DType::kF32, {m.rows, rotary_dim}, rope_cos.data());
-  m.rope_sin = Put(be, DType::kF32, {m.rows, rotary_dim}, rope_sin.data());
+  StepMetadata m = UploadStepLayout(dev, b, page_size);
+  m.rope_cos = Put(dev, DType::kF32, {m.rows, rotary_dim}, rope_cos.data());
+  m.rope_sin = Put(dev, DType::kF32, {m.rows, rotary_dim}, rope_sin.data());
   return m;
 }
 
@@ -61,8 +61,8 @@ void HostRopeTables(const ForwardBatch& b, std::span<const float> inv_freq, std:
   });
 }
 
-StepMetadata Backend::PrepareStepFromPositions(const ForwardBatch& b, int64_t page_size,
-                                               std::span<const float> inv_freq) {
+StepMetadata Device::PrepareStepFromPositions(const ForwardBatch& b, int64_t page_size,
+                                              std::span<const float> inv_freq) {
   std::vector<float> cos, sin;
   HostRopeTables(b, inv_freq, cos, sin);
   return PrepareStep(b, page_size, cos, sin, 2 * static_cast<int64_t>(inv_freq.size()));

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "engine/cli/arg_parser.h"
+#include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "engine/server/engine_server.h"
 #include "shared/error.h"

@@ -26,12 +26,14 @@ std::string Str(int64_t v) {
 }  // namespace
 
 M3DecoderGraph::M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights,
-                               backend::Backend& backend, const DecoderStepLimits& limits,
-                               const parallel::ShardPlan* plan, parallel::Communicator* comm)
+                               backend::Device& device, backend::M3Ops& ops,
+                               const DecoderStepLimits& limits, const ShardPlan* plan,
+                               parallel::Communicator* comm)
     : config_(config),
       w_(weights),
-      backend_(backend),
-      plan_(plan ? *plan : parallel::SingleRankPlan(config.text)),
+      device_(device),
+      ops_(ops),
+      plan_(plan ? *plan : SingleRankPlan(config.text)),
       comm_(plan_.single() ? nullptr : comm),
       limits_(limits) {
   Require(
@@ -48,7 +50,7 @@ M3DecoderGraph::M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& 
 
 int64_t M3DecoderGraph::KvBytesPerPage(int64_t page_size) const {
   const TextConfig& t = config_.text;
-  const int64_t act = static_cast<int64_t>(DTypeSize(backend_.activation_dtype()));
+  const int64_t act = static_cast<int64_t>(DTypeSize(device_.activation_dtype()));
   // An FP8 index key: one byte per channel and a float32 scale.
   const int64_t index_key = limits_.fp8_index_keys ? t.index_head_dim + 4 : t.index_head_dim * act;
   int64_t per_token = 0;
@@ -68,20 +70,20 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
               Str(t.index_block_size));
   kv_.clear();
   graphs_.reset();
-  backend_.ReserveStepWorkspace(0);
-  const DType dt = backend_.activation_dtype();
+  device_.ReserveStepWorkspace(0);
+  const DType dt = device_.activation_dtype();
   // With decode buckets, page num_pages takes the padding rows' K/V (no sequence owns it).
   const bool buckets = limits_.graphs || limits_.decode_buckets;
   const int64_t stored = num_pages + (buckets ? 1 : 0);
   for (bool sparse : t.sparse_attention) {
     backend::LayerKvCache c;
-    c.k = backend_.Alloc(dt, {stored, page_size, kv_heads_, t.head_dim});
-    c.v = backend_.Alloc(dt, {stored, page_size, kv_heads_, t.head_dim});
+    c.k = device_.Alloc(dt, {stored, page_size, kv_heads_, t.head_dim});
+    c.v = device_.Alloc(dt, {stored, page_size, kv_heads_, t.head_dim});
     if (sparse && limits_.fp8_index_keys) {
-      c.index_codes = backend_.Alloc(DType::kU8, {stored, page_size, t.index_head_dim});
-      c.index_scales = backend_.Alloc(DType::kF32, {stored, page_size});
+      c.index_codes = device_.Alloc(DType::kU8, {stored, page_size, t.index_head_dim});
+      c.index_scales = device_.Alloc(DType::kF32, {stored, page_size});
     } else if (sparse) {
-      c.index_k = backend_.Alloc(dt, {stored, page_size, t.index_head_dim});
+      c.index_k = device_.Alloc(dt, {stored, page_size, t.index_head_dim});
     }
     kv_.push_back(std::move(c));
   }
@@ -97,20 +99,20 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
   int64_t rows = std::max<int64_t>(limits_.max_batched_tokens, 1);
   int64_t seqs = std::max<int64_t>(limits_.max_num_seqs, 1);
   if (buckets) {
-    graphs_ = std::make_unique<DecodeGraphCache>(backend_, seqs, width, page_size,
-                                                 static_cast<int32_t>(num_pages), t.rotary_dim,
-                                                 limits_.graphs);
+    graphs_ = std::make_unique<backend::DecodeGraphCache>(device_, seqs, width, page_size,
+                                                          static_cast<int32_t>(num_pages),
+                                                          t.rotary_dim, limits_.graphs);
     width = graphs_->max_width();
     seqs = std::max(seqs, graphs_->max_rows());
     rows = std::max(rows, seqs);
   }
-  backend_.ReserveStepWorkspace(StepWorkspaceBytes(rows, seqs, width, seqs));
+  device_.ReserveStepWorkspace(StepWorkspaceBytes(rows, seqs, width, seqs));
 }
 
 size_t M3DecoderGraph::StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t width,
                                           int64_t logit_rows) const {
   const TextConfig& t = config_.text;
-  const int64_t act = static_cast<int64_t>(DTypeSize(backend_.activation_dtype()));
+  const int64_t act = static_cast<int64_t>(DTypeSize(device_.activation_dtype()));
   int64_t total = 0;
   auto add = [&](int64_t bytes) { total += (std::max<int64_t>(bytes, 1) + 255) / 256 * 256; };
   // The metadata (PrepareStep) and the token ids.
@@ -142,7 +144,7 @@ size_t M3DecoderGraph::StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t wi
     add(logit_rows * plan_.vocab.count * 4);
     add(logit_rows * t.vocab_size * 4);
   }
-  // Device sampling (Backend::SampleRows): a float32 copy of the logits, each row's token
+  // Device sampling (Device::SampleRows): a float32 copy of the logits, each row's token
   // history (tokens and counts, at most the vocabulary), its parameters, masks and results.
   add(logit_rows * t.vocab_size * 4);
   add(logit_rows * t.vocab_size * 8);
@@ -221,7 +223,7 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, std::vector<float>& logits,
       b,
       [&](const DeviceTensor& out) {
         logits.resize(static_cast<size_t>(out.numel()));
-        backend_.Download(out, logits.data());
+        device_.Download(out, logits.data());
       },
       capture);
 }
@@ -230,7 +232,7 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
                              const CaptureRequest& capture) {
   Validate(b);
   const int64_t rows = b.num_rows();
-  backend::Backend& be = backend_;
+  backend::Device& dev = device_;
 
   // Decode-only steps (one row per sequence, each row's logits wanted, no media, nothing to
   // capture) run at their bucket's shape: its recorded graph, or op by op when not recording.
@@ -247,15 +249,15 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
     if (graphs_->Run(b, cos, sin, forward, takes_logits() ? take : none)) return;
   }
 
-  be.BeginStep();
+  dev.BeginStep();
   struct EndStep {
-    backend::Backend& be;
-    ~EndStep() { be.EndStep(); }
-  } end_step{be};
-  // The rotary rows where the backend can make them (an 8K-token prefill's tables are 4 MB).
-  backend::StepMetadata meta = be.PrepareStepFromPositions(b, page_size_, inv_freq_);
-  DeviceTensor ids = be.Alloc(DType::kI32, {rows});
-  be.Upload(b.token_ids.data(), ids);
+    backend::Device& dev;
+    ~EndStep() { dev.EndStep(); }
+  } end_step{dev};
+  // The rotary rows where the device can make them (an 8K-token prefill's tables are 4 MB).
+  backend::StepMetadata meta = dev.PrepareStepFromPositions(b, page_size_, inv_freq_);
+  DeviceTensor ids = dev.Alloc(DType::kI32, {rows});
+  dev.Upload(b.token_ids.data(), ids);
   const DeviceTensor out = Forward(meta, ids, b.media, &b.logits_rows, capture);
   // Device sampling's buffers come from the workspace too, after the step's (it is sized for
   // them: StepWorkspaceBytes).
@@ -271,14 +273,15 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
   const int64_t Hq = q_heads_, Hkv = kv_heads_, rot = t.rotary_dim;
   const int64_t Hi = index_heads_, Di = t.index_head_dim;
   const float eps = static_cast<float>(t.rms_norm_eps);
-  backend::Backend& be = backend_;
-  const DType f32 = be.activation_dtype();
+  backend::Device& dev = device_;
+  backend::M3Ops& ops = ops_;
+  const DType f32 = dev.activation_dtype();
 
-  DeviceTensor h = be.Alloc(f32, {rows, H});
-  be.Embedding(w_.embed_tokens, ids, h);
+  DeviceTensor h = dev.Alloc(f32, {rows, H});
+  ops.Embedding(w_.embed_tokens, ids, h);
   for (const MediaSpan& m : media) {
     const auto& feats = static_cast<const backend::DeviceEncoderOutput&>(*m.features).features();
-    be.CopyRows(feats, m.offset, h, m.row, m.length);
+    ops.CopyRows(feats, m.offset, h, m.row, m.length);
   }
 
   // Step workspaces, reused by every layer.
@@ -294,28 +297,28 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
   sparse.index_head_dim = Di;
   sparse.index_rotary_dim = std::min(Di, rot);
   const int64_t qkv_width = any_sparse ? sparse.width() : base.width();
-  DeviceTensor x = be.Alloc(f32, {rows, H});
-  DeviceTensor qkv_buf = be.Alloc(f32, {rows * qkv_width});
-  DeviceTensor q = be.Alloc(f32, {rows, Hq, D});
-  DeviceTensor att = be.Alloc(f32, {rows, Hq * D});
-  DeviceTensor delta = be.Alloc(f32, {rows, H});
+  DeviceTensor x = dev.Alloc(f32, {rows, H});
+  DeviceTensor qkv_buf = dev.Alloc(f32, {rows * qkv_width});
+  DeviceTensor q = dev.Alloc(f32, {rows, Hq, D});
+  DeviceTensor att = dev.Alloc(f32, {rows, Hq * D});
+  DeviceTensor delta = dev.Alloc(f32, {rows, H});
   DeviceTensor iq, sel;
   if (any_sparse) {
-    iq = be.Alloc(f32, {rows, Hi, Di});
-    sel = be.Alloc(DType::kI32, {Hi, rows, t.index_topk_blocks});
+    iq = dev.Alloc(f32, {rows, Hi, Di});
+    sel = dev.Alloc(DType::kI32, {Hi, rows, t.index_topk_blocks});
   }
   DeviceTensor dense_gu, dense_act, shared_gu, shared_act, router_logits, route_ids, route_w;
   if (any_dense) {
-    dense_gu = be.Alloc(f32, {rows, 2 * dense_inter_});
-    dense_act = be.Alloc(f32, {rows, dense_inter_});
+    dense_gu = dev.Alloc(f32, {rows, 2 * dense_inter_});
+    dense_act = dev.Alloc(f32, {rows, dense_inter_});
   }
   if (any_moe) {
-    shared_gu = be.Alloc(f32, {rows, 2 * shared_inter_});
-    shared_act = be.Alloc(f32, {rows, shared_inter_});
+    shared_gu = dev.Alloc(f32, {rows, 2 * shared_inter_});
+    shared_act = dev.Alloc(f32, {rows, shared_inter_});
     // The router in float32 whatever the activation dtype (M3_REFERENCE: sigmoid in float32).
-    router_logits = be.Alloc(DType::kF32, {rows, t.num_local_experts});
-    route_ids = be.Alloc(DType::kI32, {rows, t.num_experts_per_tok});
-    route_w = be.Alloc(DType::kF32, {rows, t.num_experts_per_tok});
+    router_logits = dev.Alloc(DType::kF32, {rows, t.num_local_experts});
+    route_ids = dev.Alloc(DType::kI32, {rows, t.num_experts_per_tok});
+    route_w = dev.Alloc(DType::kF32, {rows, t.num_experts_per_tok});
   }
   const backend::AttentionShape shape{Hq, Hkv, D, static_cast<float>(1.0 / std::sqrt(double(D)))};
   const backend::MsaParams msa{Hi, Di, t.index_block_size, t.index_topk_blocks,
@@ -325,7 +328,7 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
 
   auto capture_float = [&](const std::string& name, const DeviceTensor& v) {
     HostTensor host = HostTensor::Uninitialized(DType::kF32, v.shape);
-    be.Download(v, host.data());
+    dev.Download(v, host.data());
     capture.out->emplace_back(name, std::move(host));
   };
 
@@ -333,49 +336,49 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
   for (size_t li = 0; li < w_.layers.size(); ++li) {
     const M3DecoderLayerWeights& L = w_.layers[li];
     const backend::LayerKvCache& cache = kv_[li];
-    be.AddRmsNorm(h, pending, L.input_norm, eps, x);
+    ops.AddRmsNorm(h, pending, L.input_norm, eps, x);
     if (capture.out && capture.hidden_states) capture_float("hidden_states." + Str(li), h);
 
     const backend::QkvLayout& layout = L.sparse_attention ? sparse : base;
     DeviceTensor qkv = qkv_buf.Rows(0, rows * layout.width()).Reshape({rows, layout.width()});
-    be.Linear(x, L.qkv_proj, nullptr, qkv);
-    be.QkNormRopeToCache(qkv, layout, L.norms, meta, q, L.sparse_attention ? &iq : nullptr, cache);
+    ops.Linear(x, L.qkv_proj, nullptr, qkv);
+    ops.QkNormRopeToCache(qkv, layout, L.norms, meta, q, L.sparse_attention ? &iq : nullptr, cache);
     if (L.sparse_attention) {
-      be.MsaAttention(q, iq, cache, meta, msa, shape, sel, att);
+      ops.MsaAttention(q, iq, cache, meta, msa, shape, sel, att);
       if (capture.out && capture.block_indices) {
         std::vector<int32_t> all(Hi * rows * t.index_topk_blocks);
-        be.Download(sel, all.data());
+        dev.Download(sel, all.data());
         capture.out->emplace_back(
             "block_indices.layer" + Str(li),
             HostTensor::FromInt64({Hi, rows, t.index_topk_blocks},
                                   std::vector<int64_t>(all.begin(), all.end())));
       }
     } else {
-      be.PagedAttention(q, cache, meta, shape, att);
+      ops.PagedAttention(q, cache, meta, shape, att);
     }
-    be.Linear(att, L.o_proj, nullptr, delta);
+    ops.Linear(att, L.o_proj, nullptr, delta);
     if (comm_ && plan_.attention_reduce) comm_->AllReduceSum(delta);
-    be.AddRmsNorm(h, &delta, L.post_attention_norm, eps, x);
+    ops.AddRmsNorm(h, &delta, L.post_attention_norm, eps, x);
 
     if (L.moe) {
-      be.Linear(x, L.router, nullptr, router_logits);
+      ops.Linear(x, L.router, nullptr, router_logits);
       // Ids local to this rank's experts; another rank's picks are -1, which MoeExperts skips.
-      be.MoeRoute(router_logits, L.router_bias, route_ids, route_w,
-                  {plan_.experts.first, plan_.experts.count});
-      be.Linear(x, L.shared_gate_up, nullptr, shared_gu);
-      be.SwigluOai(shared_gu, act, shared_act);
-      be.Linear(shared_act, L.shared_down, nullptr, delta);
-      be.MoeExperts(x, route_ids, route_w, L.experts_gate_up, L.experts_down, act,
-                    static_cast<float>(t.routed_scaling_factor), delta);
+      ops.MoeRoute(router_logits, L.router_bias, route_ids, route_w,
+                   {plan_.experts.first, plan_.experts.count});
+      ops.Linear(x, L.shared_gate_up, nullptr, shared_gu);
+      ops.SwigluOai(shared_gu, act, shared_act);
+      ops.Linear(shared_act, L.shared_down, nullptr, delta);
+      ops.MoeExperts(x, route_ids, route_w, L.experts_gate_up, L.experts_down, act,
+                     static_cast<float>(t.routed_scaling_factor), delta);
     } else {
-      be.Linear(x, L.mlp_gate_up, nullptr, dense_gu);
-      be.SwigluOai(dense_gu, act, dense_act);
-      be.Linear(dense_act, L.mlp_down, nullptr, delta);
+      ops.Linear(x, L.mlp_gate_up, nullptr, dense_gu);
+      ops.SwigluOai(dense_gu, act, dense_act);
+      ops.Linear(dense_act, L.mlp_down, nullptr, delta);
     }
     if (comm_ && plan_.mlp_reduce) comm_->AllReduceSum(delta);
     pending = &delta;
   }
-  be.AddRmsNorm(h, pending, w_.final_norm, eps, x);
+  ops.AddRmsNorm(h, pending, w_.final_norm, eps, x);
   if (capture.out && capture.hidden_states)
     capture_float("hidden_states." + Str(static_cast<int64_t>(w_.layers.size())), x);
 
@@ -383,19 +386,19 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
   const int64_t V = t.vocab_size;
   DeviceTensor picked = x;
   if (n != rows && n > 0) {
-    DeviceTensor index = be.Alloc(DType::kI32, {n});
-    be.Upload(logits_rows->data(), index);
-    picked = be.Alloc(f32, {n, H});
-    be.GatherRows(x, index, picked);
+    DeviceTensor index = dev.Alloc(DType::kI32, {n});
+    dev.Upload(logits_rows->data(), index);
+    picked = dev.Alloc(f32, {n, H});
+    ops.GatherRows(x, index, picked);
   }
-  DeviceTensor out = be.Alloc(DType::kF32, {n, V});  // float32 logits on every backend
+  DeviceTensor out = dev.Alloc(DType::kF32, {n, V});  // float32 logits on every device
   if (n > 0 && plan_.vocab_gather) {
-    DeviceTensor part = be.Alloc(DType::kF32, {n, plan_.vocab.count});
-    DeviceTensor scratch = be.Alloc(DType::kF32, {n * V});
-    be.Linear(picked, w_.lm_head, nullptr, part);
+    DeviceTensor part = dev.Alloc(DType::kF32, {n, plan_.vocab.count});
+    DeviceTensor scratch = dev.Alloc(DType::kF32, {n * V});
+    ops.Linear(picked, w_.lm_head, nullptr, part);
     comm_->AllGatherColumns(part, out, scratch);
   } else if (n > 0 && takes_logits()) {
-    be.Linear(picked, w_.lm_head, nullptr, out);
+    ops.Linear(picked, w_.lm_head, nullptr, out);
   }
   return out;
 }

@@ -1,4 +1,4 @@
-// The MiniMax-M3 text decoder as one graph over the Backend interface, executing a ForwardBatch
+// The MiniMax-M3 text decoder as one graph over the M3Ops of a Device, executing a ForwardBatch
 // (flat rows of many sequences, decodes first, prefill chunks at any offset) against the paged
 // KV storage it owns. Per layer: Gemma RMSNorm (fused with the previous residual add) -> fused
 // QKV (+ indexer) projection -> per-head norm + partial RoPE writing K, V and index keys into
@@ -6,7 +6,7 @@
 // sparse attention) -> o_proj -> add + RMSNorm -> dense SwiGLU-OAI MLP or sigmoid-routed MoE
 // (grouped experts + shared expert); then the final norm and the LM head on logits_rows only.
 // The per-step metadata (layout, rotary rows) is built once per step and shared by all layers.
-// Step activations come from the backend's step workspace, sized once when the KV cache is
+// Step activations come from the device's step workspace, sized once when the KV cache is
 // allocated; decode-only steps replay recorded graphs (decode_graph_cache.h) when enabled.
 #pragma once
 
@@ -15,13 +15,14 @@
 #include <memory>
 #include <vector>
 
-#include "engine/backend/backend.h"
-#include "engine/minimax_m3/decode_graph_cache.h"
+#include "engine/backend/decode_graph_cache.h"
+#include "engine/backend/device.h"
+#include "engine/backend/m3_ops.h"
+#include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_model_weights.h"
+#include "engine/minimax_m3/m3_shard_plan.h"
 #include "engine/parallel/communicator.h"
-#include "engine/parallel/shard_plan.h"
-#include "engine/runtime/model_runner.h"
-#include "shared/model_config.h"
+#include "engine/step/model_runner.h"
 
 namespace m3::engine::minimax_m3 {
 
@@ -33,7 +34,7 @@ struct DecoderStepLimits {
   // own; with graphs they are recorded and replayed, without they run op by op at that shape,
   // so turning graphs off changes no result.
   bool decode_buckets = false;
-  bool graphs = false;  // record decode steps (on backends that can; implies decode_buckets)
+  bool graphs = false;  // record decode steps (on devices that can; implies decode_buckets)
   // MSA index keys cached as FP8 (e4m3 + one scale per key) instead of the activation dtype.
   bool fp8_index_keys = false;
 };
@@ -47,9 +48,9 @@ class M3DecoderGraph {
   // the ranks do not divide the vocabulary, rank 0's alone), and only rank 0's logits sink is
   // called.
   // Null plan / communicator: a single rank, no collectives.
-  M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights,
-                 backend::Backend& backend, const DecoderStepLimits& limits = {},
-                 const parallel::ShardPlan* plan = nullptr, parallel::Communicator* comm = nullptr);
+  M3DecoderGraph(const ModelConfig& config, const M3ModelWeights& weights, backend::Device& device,
+                 backend::M3Ops& ops, const DecoderStepLimits& limits = {},
+                 const ShardPlan* plan = nullptr, parallel::Communicator* comm = nullptr);
 
   int64_t KvBytesPerPage(int64_t page_size) const;
   // Also (re)sizes the step workspace and resets the recorded decode graphs. With graphs on,
@@ -59,7 +60,7 @@ class M3DecoderGraph {
   int64_t page_size() const { return page_size_; }
   // Layer `layer`'s paged KV storage (benchmarks fill it with random contexts).
   const backend::LayerKvCache& kv_cache(size_t layer) const { return kv_.at(layer); }
-  const DecodeGraphCache* decode_graphs() const { return graphs_.get(); }
+  const backend::DecodeGraphCache* decode_graphs() const { return graphs_.get(); }
 
   // Throws kInvalidArgument on a malformed batch (see ModelRunner::Execute).
   void Execute(const ForwardBatch& batch, std::vector<float>& logits,
@@ -85,8 +86,9 @@ class M3DecoderGraph {
 
   const ModelConfig& config_;
   const M3ModelWeights& w_;
-  backend::Backend& backend_;
-  parallel::ShardPlan plan_;
+  backend::Device& device_;
+  backend::M3Ops& ops_;
+  ShardPlan plan_;
   parallel::Communicator* comm_ = nullptr;
   // Local widths: the config's on a single rank.
   int64_t q_heads_, kv_heads_, index_heads_, dense_inter_, shared_inter_;
@@ -95,7 +97,7 @@ class M3DecoderGraph {
   int64_t num_pages_ = 0;
   int64_t page_size_ = 0;
   DecoderStepLimits limits_;
-  std::unique_ptr<DecodeGraphCache> graphs_;  // null: graphs off
+  std::unique_ptr<backend::DecodeGraphCache> graphs_;  // null: graphs off
 };
 
 }  // namespace m3::engine::minimax_m3

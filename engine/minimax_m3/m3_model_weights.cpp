@@ -13,20 +13,19 @@ namespace {
 // The decoder layers of one rank (plan): the fused QKV of its query / KV / index heads (the one
 // index key head is replicated), o_proj's columns of its query heads, gate/up rows and down columns
 // of its intermediate slice, its experts (or every expert's intermediate slice).
-void LoadDecoderLayers(WeightUploader& w, const TextConfig& t, const parallel::ShardPlan& plan,
+void LoadDecoderLayers(backend::WeightUploader& w, const TextConfig& t, const ShardPlan& plan,
                        M3ModelWeights& m) {
   const int64_t H = t.hidden_size, D = t.head_dim;
   const int64_t Hq = t.num_attention_heads, Hkv = t.num_key_value_heads;
   const int64_t Hi = t.index_n_heads, Di = t.index_head_dim;
-  const parallel::ShardRange q = plan.q_heads, kv = plan.kv_heads;
+  const ShardRange q = plan.q_heads, kv = plan.kv_heads;
   const std::string lm = "language_model.";
   // gate and up rows [r.first, +r.count) of each, then down's matching columns.
-  auto gate_up = [&](const std::string& gate, const std::string& up, int64_t inter,
-                     parallel::ShardRange r) {
+  auto gate_up = [&](const std::string& gate, const std::string& up, int64_t inter, ShardRange r) {
     return w.LoadSlices({{gate, {inter, H}, r.first, r.count}, {up, {inter, H}, r.first, r.count}},
                         {2 * r.count, H});
   };
-  auto down = [&](const std::string& name, int64_t inter, parallel::ShardRange r) {
+  auto down = [&](const std::string& name, int64_t inter, ShardRange r) {
     return w.LoadSlices({{name, {H, inter}, 0, -1, r.first, r.count}}, {H, r.count});
   };
   for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
@@ -37,7 +36,7 @@ void LoadDecoderLayers(WeightUploader& w, const TextConfig& t, const parallel::S
     L.input_norm = w.Load(p + "input_layernorm.weight", {H});
     L.post_attention_norm = w.Load(p + "post_attention_layernorm.weight", {H});
     const std::string a = p + "self_attn.";
-    std::vector<WeightSlice> qkv = {
+    std::vector<backend::WeightSlice> qkv = {
         {a + "q_proj.weight", {Hq * D, H}, q.first * D, q.count * D},
         {a + "k_proj.weight", {Hkv * D, H}, kv.first * D, kv.count * D},
         {a + "v_proj.weight", {Hkv * D, H}, kv.first * D, kv.count * D}};
@@ -59,10 +58,10 @@ void LoadDecoderLayers(WeightUploader& w, const TextConfig& t, const parallel::S
     const std::string b = p + "block_sparse_moe.";
     if (L.moe) {
       const int64_t E = t.num_local_experts, I = t.intermediate_size;
-      const parallel::ShardRange ex = plan.experts, ei = plan.expert_inter;
+      const ShardRange ex = plan.experts, ei = plan.expert_inter;
       L.router = w.Load(b + "gate.weight", {E, H});
       L.router_bias = w.Load(b + "e_score_correction_bias", {E});
-      std::vector<WeightSlice> gu, dn;
+      std::vector<backend::WeightSlice> gu, dn;
       for (int64_t e = ex.first; e < ex.first + ex.count; ++e) {
         const std::string x = b + "experts." + std::to_string(e) + ".";
         // Expert-parallel: the world / ep ranks holding this expert read it.
@@ -126,12 +125,12 @@ void CheckM3Config(const ModelConfig& c) {
 }
 
 M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
-                                  backend::Backend& backend, LoadReport& report,
-                                  const parallel::ShardPlan* plan, SharedPageRelease* shared) {
+                                  backend::Device& device, LoadReport& report,
+                                  const ShardPlan* plan, SharedPageRelease* shared) {
   CheckM3Config(config);
   const TextConfig& t = config.text;
   const VisionConfig& v = config.vision;
-  WeightUploader w(store, backend, shared);
+  backend::WeightUploader w(store, device, shared);
   M3ModelWeights m;
   const int64_t H = t.hidden_size;
   const std::string lm = "language_model.";
@@ -144,7 +143,7 @@ M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& c
     m.lm_head = w.Load(lm + "lm_head.weight", {t.vocab_size, H});
   m.final_norm = w.Load(lm + "model.norm.weight", {H});
   // One rank holds every head, expert and intermediate column: the same loads, whole ranges.
-  const parallel::ShardPlan whole = parallel::SingleRankPlan(t);
+  const ShardPlan whole = SingleRankPlan(t);
   LoadDecoderLayers(w, t, plan ? *plan : whole, m);
 
   const std::string vm = "vision_tower.vision_model.";

@@ -1,4 +1,4 @@
-// MiniMax-M3 VL weights on a Backend, loaded from the upstream checkpoint layout (names in
+// MiniMax-M3 VL weights on a Device, loaded from the upstream checkpoint layout (names in
 // docs/M3_REFERENCE.md) with every shape checked against the config, fused for the graph:
 // q/k/v (+ the MSA indexer's q/k) as one projection, gate/up as one matrix, the routed experts
 // stacked [experts, 2 * inter, hidden] / [experts, hidden, inter] for grouped execution, and the
@@ -8,15 +8,18 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/backend/backend.h"
-#include "engine/parallel/shard_plan.h"
-#include "engine/weight_uploader.h"
-#include "shared/model_config.h"
+#include "engine/backend/device.h"
+#include "engine/backend/m3_ops.h"
+#include "engine/backend/weight_uploader.h"
+#include "engine/minimax_m3/m3_config.h"
+#include "engine/minimax_m3/m3_shard_plan.h"
 #include "shared/safetensors.h"
 
 namespace m3::engine::minimax_m3 {
 
 using backend::DeviceTensor;
+using backend::LoadReport;
+using backend::SharedPageRelease;
 
 struct M3DecoderLayerWeights {
   bool sparse_attention = false;
@@ -57,13 +60,13 @@ struct M3ModelWeights {
 // Checks the config's structural assumptions (kInvalidArgument naming the key).
 void CheckM3Config(const ModelConfig& config);
 
-// Loads and shape-checks every tensor onto `backend`; fills `report`. With a plan of several
-// ranks, the decoder layers are this rank's slices (parallel/shard_plan.h); the embeddings, LM
+// Loads and shape-checks every tensor onto `device`; fills `report`. With a plan of several
+// ranks, the decoder layers are this rank's slices (m3_shard_plan.h); the embeddings, LM
 // head, norms, routers and the vision tower are whole on every rank; `shared` (the group's)
 // drops each source tensor's pages once every rank has read it.
 M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
-                                  backend::Backend& backend, LoadReport& report,
-                                  const parallel::ShardPlan* plan = nullptr,
+                                  backend::Device& device, LoadReport& report,
+                                  const ShardPlan* plan = nullptr,
                                   SharedPageRelease* shared = nullptr);
 
 }  // namespace m3::engine::minimax_m3

@@ -8,16 +8,17 @@
 #include <string>
 
 #include "engine/backend/device_encoder_output.h"
-#include "engine/backend/make_backend.h"
+#include "engine/backend/make_device.h"
+#include "engine/backend/make_m3_ops.h"
+#include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_decoder_graph.h"
 #include "engine/minimax_m3/m3_model_weights.h"
+#include "engine/minimax_m3/m3_shard_plan.h"
 #include "engine/minimax_m3/m3_vision.h"
 #include "engine/parallel/in_process_communicator.h"
 #include "engine/parallel/nccl_communicator.h"
 #include "engine/parallel/parallel_runner.h"
-#include "engine/parallel/shard_plan.h"
 #include "shared/error.h"
-#include "shared/model_config.h"
 
 namespace m3::engine::minimax_m3 {
 namespace {
@@ -25,38 +26,41 @@ namespace {
 class M3Runner : public ModelRunner {
  public:
   // plan / comm: this runner is one rank of a parallel group (null: the whole model).
-  M3Runner(ModelConfig config, std::unique_ptr<backend::Backend> be, const WeightStore& store,
-           const RunnerOptions& options, const parallel::ShardPlan* plan = nullptr,
+  M3Runner(ModelConfig config, std::unique_ptr<backend::Device> device, const WeightStore& store,
+           const RunnerOptions& options, const ShardPlan* plan = nullptr,
            std::unique_ptr<parallel::Communicator> comm = nullptr,
            SharedPageRelease* shared_pages = nullptr)
-      : config_(std::move(config)), backend_(std::move(be)), comm_(std::move(comm)) {
+      : config_(std::move(config)),
+        device_(std::move(device)),
+        ops_(backend::MakeM3Ops(*device_)),
+        comm_(std::move(comm)) {
     LoadReport report;
-    weights_ = LoadM3ModelWeights(store, config_, *backend_, report, plan, shared_pages);
+    weights_ = LoadM3ModelWeights(store, config_, *device_, report, plan, shared_pages);
     DecoderStepLimits limits;
     limits.max_num_seqs = options.max_num_seqs;
     limits.max_batched_tokens = options.max_batched_tokens;
-    // Graphs where the backend records them (CUDA); the CPU backend runs op by op. Decode steps
+    // Graphs where the device records them (CUDA); the CPU device runs op by op. Decode steps
     // take the graphs' bucket shapes whether or not they are recorded (graphs change no result).
-    limits.decode_buckets = backend_->name().rfind("cuda", 0) == 0;
+    limits.decode_buckets = device_->name().rfind("cuda", 0) == 0;
     limits.graphs = options.cuda_graphs && limits.decode_buckets;
     const TextConfig& t = config_.text;
     const bool any_sparse = std::find(t.sparse_attention.begin(), t.sparse_attention.end(), true) !=
                             t.sparse_attention.end();
     limits.fp8_index_keys = options.fp8_index_keys && any_sparse;
     // The GPU's FP8 scoring kernels exist for the released model's index shapes only.
-    Require(!limits.fp8_index_keys || backend_->name() == "cpu" ||
+    Require(!limits.fp8_index_keys || device_->name() == "cpu" ||
                 (t.index_head_dim == 128 && t.index_block_size == 128),
             ErrorCode::kUnsupported,
-            "FP8 index keys on " + backend_->name() +
+            "FP8 index keys on " + device_->name() +
                 " need index_head_dim 128 and index_block_size 128 (this model has " +
                 std::to_string(t.index_head_dim) + " and " + std::to_string(t.index_block_size) +
                 ")");
-    graph_ =
-        std::make_unique<M3DecoderGraph>(config_, weights_, *backend_, limits, plan, comm_.get());
+    graph_ = std::make_unique<M3DecoderGraph>(config_, weights_, *device_, *ops_, limits, plan,
+                                              comm_.get());
     const VisionConfig& v = config_.vision;
     info_.architecture = config_.model_type;
-    info_.dtype = std::string(DTypeName(backend_->activation_dtype()));
-    info_.device = backend_->name();
+    info_.dtype = std::string(DTypeName(device_->activation_dtype()));
+    info_.device = device_->name();
     info_.weight_bytes = report.device_bytes;
     info_.vocab_size = t.vocab_size;
     info_.hidden_size = t.hidden_size;
@@ -119,7 +123,7 @@ class M3Runner : public ModelRunner {
                         std::to_string(i % pd) + "] is not a finite number");
     NamedTensors* cap = capture_.out && capture_.vision ? capture_.out : nullptr;
     return std::make_shared<backend::DeviceEncoderOutput>(
-        EncodeVisionSegment(*backend_, weights_, config_, patches, segment.grid_thw, cap));
+        EncodeVisionSegment(*device_, *ops_, weights_, config_, patches, segment.grid_thw, cap));
   }
 
   int64_t KvBytesPerPage(int64_t page_size) const override {
@@ -134,13 +138,12 @@ class M3Runner : public ModelRunner {
   void Execute(const ForwardBatch& batch, std::vector<float>& logits) override {
     graph_->Execute(batch, logits, capture_);
   }
-  // Sampled on the backend where the logits lie (SampleRows).
+  // Sampled on the device where the logits lie (SampleRows).
   void ExecuteAndSample(const ForwardBatch& batch, std::span<const SampleRow> rows,
                         std::vector<SampledToken>& out) override {
     out.clear();
     graph_->Execute(
-        batch,
-        [&](const backend::DeviceTensor& logits) { backend_->SampleRows(logits, rows, out); },
+        batch, [&](const backend::DeviceTensor& logits) { device_->SampleRows(logits, rows, out); },
         capture_);
   }
 
@@ -148,7 +151,8 @@ class M3Runner : public ModelRunner {
 
  private:
   ModelConfig config_;
-  std::unique_ptr<backend::Backend> backend_;
+  std::unique_ptr<backend::Device> device_;
+  std::unique_ptr<backend::M3Ops> ops_;  // on *device_
   std::unique_ptr<parallel::Communicator> comm_;
   M3ModelWeights weights_;
   std::unique_ptr<M3DecoderGraph> graph_;
@@ -181,10 +185,10 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
   const ModelConfig config = LoadModelConfig(model_dir);
   CheckM3Config(config);
   const int world = std::max(options.tensor_parallel, options.expert_parallel);
-  std::vector<parallel::ShardPlan> plans;
+  std::vector<ShardPlan> plans;
   for (int r = 0; r < std::max(world, 1); ++r)
     plans.push_back(
-        parallel::MakeShardPlan(config.text, options.tensor_parallel, options.expert_parallel, r));
+        MakeShardPlan(config.text, options.tensor_parallel, options.expert_parallel, r));
   // CPU ranks meet in memory; GPU ranks through NCCL, one GPU each (consecutive devices).
   std::shared_ptr<parallel::InProcessGroup> cpu_group;
   std::shared_ptr<parallel::NcclGroup> gpu_group;
@@ -197,7 +201,7 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
                              " / expert parallel " + std::to_string(options.expert_parallel) +
                              " on " + options.device + ": ";
     try {
-      backend::MakeBackend(devices.front());  // no driver / GPU: said as for one GPU
+      backend::MakeDevice(devices.front());  // no driver / GPU: said as for one GPU
     } catch (const Error& e) {
       throw Error(e.code(), what + e.what());
     }
@@ -223,9 +227,9 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
   }
   auto make = [&](int r) -> std::unique_ptr<ModelRunner> {
     const std::string& device = devices[static_cast<size_t>(r)];
-    std::unique_ptr<backend::Backend> be;
+    std::unique_ptr<backend::Device> dev;
     try {
-      be = backend::MakeBackend(device);
+      dev = backend::MakeDevice(device);
     } catch (const Error& e) {
       throw Error(e.code(), "rank " + std::to_string(r) + " of " + std::to_string(world) +
                                 " (device " + device + "): " + e.what());
@@ -234,8 +238,8 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
     if (cpu_group)
       comm = std::make_unique<parallel::InProcessCommunicator>(cpu_group, r);
     else
-      comm = gpu_group->Bind(r, *be);
-    return std::make_unique<M3Runner>(config, std::move(be), store, options,
+      comm = gpu_group->Bind(r, *dev);
+    return std::make_unique<M3Runner>(config, std::move(dev), store, options,
                                       &plans[static_cast<size_t>(r)], std::move(comm),
                                       &shared_pages);
   };
@@ -249,10 +253,10 @@ std::unique_ptr<ModelRunner> LoadMiniMaxM3Runner(const std::string& model_dir,
   if (options.tensor_parallel != 1 || options.expert_parallel != 1)
     return LoadParallel(model_dir, options);
   // The device first: a missing driver or GPU is reported before any file is read.
-  std::unique_ptr<backend::Backend> be = backend::MakeBackend(options.device);
+  std::unique_ptr<backend::Device> device = backend::MakeDevice(options.device);
   ModelConfig config = LoadModelConfig(model_dir);
   WeightStore store = WeightStore::OpenDirectory(model_dir);
-  return std::make_unique<M3Runner>(std::move(config), std::move(be), store, options);
+  return std::make_unique<M3Runner>(std::move(config), std::move(device), store, options);
 }
 
 }  // namespace m3::engine::minimax_m3

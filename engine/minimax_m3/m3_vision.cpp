@@ -58,9 +58,10 @@ void VisionRotaryTable(const VisionConfig& v, const GridThw& segment, std::vecto
           }
 }
 
-backend::DeviceTensor EncodeVisionSegment(backend::Backend& be, const M3ModelWeights& w,
-                                          const ModelConfig& c, const float* patches,
-                                          const GridThw& segment, NamedTensors* captured) {
+backend::DeviceTensor EncodeVisionSegment(backend::Device& dev, backend::M3Ops& ops,
+                                          const M3ModelWeights& w, const ModelConfig& c,
+                                          const float* patches, const GridThw& segment,
+                                          NamedTensors* captured) {
   const VisionConfig& v = c.vision;
   const int64_t N = segment[0] * segment[1] * segment[2];
   const int64_t Dv = v.hidden_size, heads = v.num_attention_heads, hd = v.head_dim();
@@ -68,56 +69,56 @@ backend::DeviceTensor EncodeVisionSegment(backend::Backend& be, const M3ModelWei
   const int64_t P = c.projector_hidden_size, H = c.text.hidden_size;
   const int64_t group = v.spatial_merge_size * v.spatial_merge_size, tokens = N / group;
   const float eps = static_cast<float>(v.layer_norm_eps);
-  const DType f32 = be.activation_dtype();
+  const DType f32 = dev.activation_dtype();
 
-  backend::DeviceTensor px = be.Alloc(f32, {N, v.patch_dim()});
-  be.Upload(patches, px);
-  backend::DeviceTensor h = be.Alloc(f32, {N, Dv});
-  be.Linear(px, w.patch_embed, nullptr, h);
-  be.LayerNorm(h, w.pre_ln_w, w.pre_ln_b, eps, h);
+  backend::DeviceTensor px = dev.Alloc(f32, {N, v.patch_dim()});
+  dev.Upload(patches, px);
+  backend::DeviceTensor h = dev.Alloc(f32, {N, Dv});
+  ops.Linear(px, w.patch_embed, nullptr, h);
+  ops.LayerNorm(h, w.pre_ln_w, w.pre_ln_b, eps, h);
 
   std::vector<float> cos_host, sin_host;
   VisionRotaryTable(v, segment, cos_host, sin_host);
   // The rotary table stays float32 whatever the activation dtype.
-  backend::DeviceTensor cos = be.Alloc(DType::kF32, {N, rot}),
-                        sin = be.Alloc(DType::kF32, {N, rot});
-  be.Upload(cos_host.data(), cos);
-  be.Upload(sin_host.data(), sin);
+  backend::DeviceTensor cos = dev.Alloc(DType::kF32, {N, rot}),
+                        sin = dev.Alloc(DType::kF32, {N, rot});
+  dev.Upload(cos_host.data(), cos);
+  dev.Upload(sin_host.data(), sin);
   const std::vector<int64_t> segments = {0, N};
 
-  backend::DeviceTensor x = be.Alloc(f32, {N, Dv}), qkv = be.Alloc(f32, {N, 3 * Dv});
-  backend::DeviceTensor att = be.Alloc(f32, {N, Dv}), tmp = be.Alloc(f32, {N, Dv});
-  backend::DeviceTensor mid = be.Alloc(f32, {N, v.intermediate_size});
+  backend::DeviceTensor x = dev.Alloc(f32, {N, Dv}), qkv = dev.Alloc(f32, {N, 3 * Dv});
+  backend::DeviceTensor att = dev.Alloc(f32, {N, Dv}), tmp = dev.Alloc(f32, {N, Dv});
+  backend::DeviceTensor mid = dev.Alloc(f32, {N, v.intermediate_size});
   for (const auto& L : w.vision_layers) {
-    be.LayerNorm(h, L.ln1_w, L.ln1_b, eps, x);
-    be.Linear(x, L.qkv_w, &L.qkv_b, qkv);
-    be.SegmentAttention(qkv, cos, sin, rot, segments, heads, hd, att);
-    be.Linear(att, L.out_w, &L.out_b, tmp);
-    be.Add(h, tmp);
-    be.LayerNorm(h, L.ln2_w, L.ln2_b, eps, x);
-    be.Linear(x, L.fc1_w, &L.fc1_b, mid);
-    be.Gelu(mid);
-    be.Linear(mid, L.fc2_w, &L.fc2_b, tmp);
-    be.Add(h, tmp);
+    ops.LayerNorm(h, L.ln1_w, L.ln1_b, eps, x);
+    ops.Linear(x, L.qkv_w, &L.qkv_b, qkv);
+    ops.SegmentAttention(qkv, cos, sin, rot, segments, heads, hd, att);
+    ops.Linear(att, L.out_w, &L.out_b, tmp);
+    ops.Add(h, tmp);
+    ops.LayerNorm(h, L.ln2_w, L.ln2_b, eps, x);
+    ops.Linear(x, L.fc1_w, &L.fc1_b, mid);
+    ops.Gelu(mid);
+    ops.Linear(mid, L.fc2_w, &L.fc2_b, tmp);
+    ops.Add(h, tmp);
   }
 
   // Projector per patch, then each merge block's patches (adjacent rows) concatenated: [N, H]
   // viewed as [N / group, group * H] is the merge MLP's input.
-  backend::DeviceTensor a = be.Alloc(f32, {N, P}), b = be.Alloc(f32, {N, H});
-  be.Linear(h, w.proj1_w, &w.proj1_b, a);
-  be.Gelu(a);
-  be.Linear(a, w.proj2_w, &w.proj2_b, b);
-  backend::DeviceTensor m = be.Alloc(f32, {tokens, P}), out = be.Alloc(f32, {tokens, H});
-  be.Linear(b.Reshape({tokens, group * H}), w.merge1_w, &w.merge1_b, m);
-  be.Gelu(m);
-  be.Linear(m, w.merge2_w, &w.merge2_b, out);
+  backend::DeviceTensor a = dev.Alloc(f32, {N, P}), b = dev.Alloc(f32, {N, H});
+  ops.Linear(h, w.proj1_w, &w.proj1_b, a);
+  ops.Gelu(a);
+  ops.Linear(a, w.proj2_w, &w.proj2_b, b);
+  backend::DeviceTensor m = dev.Alloc(f32, {tokens, P}), out = dev.Alloc(f32, {tokens, H});
+  ops.Linear(b.Reshape({tokens, group * H}), w.merge1_w, &w.merge1_b, m);
+  ops.Gelu(m);
+  ops.Linear(m, w.merge2_w, &w.merge2_b, out);
 
   if (captured) {
     for (const auto& [name, t] :
          {std::pair<const char*, const backend::DeviceTensor*>{"vision_tower_out", &h},
           {"projector_out", &out}}) {
       HostTensor host = HostTensor::Uninitialized(DType::kF32, t->shape);
-      be.Download(*t, host.data());
+      dev.Download(*t, host.data());
       captured->emplace_back(name, std::move(host));
     }
   }

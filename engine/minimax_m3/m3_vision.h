@@ -1,5 +1,5 @@
-// The MiniMax-M3 VL vision path with the released model's semantics, as a graph over the Backend
-// interface: patch embedding, pre-LN, the CLIP-style encoder with the 3D (t, h, w) rotary
+// The MiniMax-M3 VL vision path with the released model's semantics, as a graph over the M3Ops
+// of a Device: patch embedding, pre-LN, the CLIP-style encoder with the 3D (t, h, w) rotary
 // embedding and attention confined to one segment (an image, or at most
 // vision_segment_max_frames temporal groups of a video), then the projector and the 2x2
 // patch-merge MLP. One call encodes one segment (what the encoder cache stores).
@@ -9,9 +9,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/backend/backend.h"
+#include "engine/backend/device.h"
+#include "engine/backend/m3_ops.h"
+#include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_model_weights.h"
-#include "shared/model_config.h"
 #include "shared/safetensors.h"
 
 namespace m3::engine::minimax_m3 {
@@ -35,8 +36,9 @@ void VisionRotaryTable(const VisionConfig& v, const GridThw& segment, std::vecto
 // Encodes one segment's patches ([t*h*w, patch_dim] float32, finite) into merged features
 // [t*h*w / merge^2, text_hidden]. When `captured` is given, appends "vision_tower_out"
 // [t*h*w, vision_hidden] and "projector_out" (the merged features).
-backend::DeviceTensor EncodeVisionSegment(backend::Backend& be, const M3ModelWeights& w,
-                                          const ModelConfig& c, const float* patches,
-                                          const GridThw& segment, NamedTensors* captured);
+backend::DeviceTensor EncodeVisionSegment(backend::Device& device, backend::M3Ops& ops,
+                                          const M3ModelWeights& w, const ModelConfig& c,
+                                          const float* patches, const GridThw& segment,
+                                          NamedTensors* captured);
 
 }  // namespace m3::engine::minimax_m3

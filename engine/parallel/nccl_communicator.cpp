@@ -1,5 +1,5 @@
 // NcclCommunicator: NCCL entry points resolved from libnccl.so.2 at run time, AllReduce /
-// AllGather / Barrier on the backend's stream.
+// AllGather / Barrier on the CUDA device's stream.
 #include "engine/parallel/nccl_communicator.h"
 
 #include <cuda_runtime.h>
@@ -12,7 +12,7 @@
 #include <shared_mutex>
 #include <string>
 
-#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/cuda_device.h"
 #include "shared/error.h"
 
 namespace m3::engine::parallel {
@@ -67,7 +67,7 @@ void CheckCuda(cudaError_t e, const std::string& what) {
   Require(e == cudaSuccess, ErrorCode::kUnavailable, "CUDA " + what + ": " + cudaGetErrorString(e));
 }
 
-// The rank's thread normally has its GPU current already (its backend bound it); switching
+// The rank's thread normally has its GPU current already (its device bound it); switching
 // only when not keeps the call out of recorded graphs' way.
 void UseDevice(int device) {
   int current = -1;
@@ -78,14 +78,14 @@ void UseDevice(int device) {
 class NcclCommunicator : public Communicator {
  public:
   NcclCommunicator(std::shared_ptr<NcclGroup::State> state, int rank, int size, int device,
-                   backend::Backend& be)
+                   backend::Device& gpu)
       : state_(std::move(state)),
         rank_(rank),
         size_(size),
         device_(device),
-        stream_(static_cast<cudaStream_t>(backend::CudaBackendStream(be))) {
+        stream_(static_cast<cudaStream_t>(backend::CudaDeviceStream(gpu))) {
     // A device scalar for Barrier, allocated once (collectives allocate nothing per call).
-    barrier_ = be.Alloc(DType::kF32, {1});
+    barrier_ = gpu.Alloc(DType::kF32, {1});
   }
   ~NcclCommunicator() override {
     std::unique_lock<std::shared_mutex> lock(state_->mu);
@@ -209,7 +209,7 @@ NcclGroup::~NcclGroup() {
     }
 }
 
-std::unique_ptr<Communicator> NcclGroup::Bind(int rank, backend::Backend& backend) {
+std::unique_ptr<Communicator> NcclGroup::Bind(int rank, backend::Device& device) {
   {
     std::unique_lock<std::shared_mutex> lock(state_->mu);
     Require(rank >= 0 && rank < static_cast<int>(state_->comms.size()) &&
@@ -218,7 +218,7 @@ std::unique_ptr<Communicator> NcclGroup::Bind(int rank, backend::Backend& backen
     state_->bound[static_cast<size_t>(rank)] = true;
   }
   return std::make_unique<NcclCommunicator>(state_, rank, static_cast<int>(state_->comms.size()),
-                                            devices_[static_cast<size_t>(rank)], backend);
+                                            devices_[static_cast<size_t>(rank)], device);
 }
 
 void NcclGroup::Abort() {

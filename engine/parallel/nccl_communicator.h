@@ -1,5 +1,5 @@
 // NcclGroup / NcclCommunicator: collectives among ranks that are threads of one process, one
-// GPU each, over NCCL (NVLink / PCIe), queued on each rank's CUDA backend stream so they order
+// GPU each, over NCCL (NVLink / PCIe), queued on each rank's CUDA device stream so they order
 // with its kernels and can be captured into its decode graphs. libnccl.so.2 (from the CUDA
 // toolkit) is loaded when a group is made, so binaries that never run parallel on GPUs do not
 // need it. Built where nvcc and nccl.h were found (M3_HAVE_NCCL).
@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/backend/backend.h"
+#include "engine/backend/device.h"
 #include "engine/parallel/communicator.h"
 
 namespace m3::engine::parallel {
@@ -26,9 +26,9 @@ class NcclGroup {
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
 
-  // Rank `rank`'s communicator, on `backend`'s stream (a CUDA backend on devices[rank]); the
+  // Rank `rank`'s communicator, on `device`'s stream (a CUDA device on devices[rank]); the
   // communicator then owns its NCCL handle. Call once per rank, on the rank's thread.
-  std::unique_ptr<Communicator> Bind(int rank, backend::Backend& backend);
+  std::unique_ptr<Communicator> Bind(int rank, backend::Device& device);
 
   // Aborts every rank's NCCL communicator (ncclCommAbort), which releases ranks whose kernels
   // wait for a peer that failed; later collectives throw kUnavailable. For good: an aborted

@@ -18,7 +18,7 @@ NcclGroup::~NcclGroup() = default;
 
 void NcclGroup::Abort() {}
 
-std::unique_ptr<Communicator> NcclGroup::Bind(int, backend::Backend&) {
+std::unique_ptr<Communicator> NcclGroup::Bind(int, backend::Device&) {
   throw Error(ErrorCode::kUnsupported, "this build has no NCCL communicator");
 }
 

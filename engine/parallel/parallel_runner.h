@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "engine/parallel/rank_threads.h"
-#include "engine/runtime/model_runner.h"
+#include "engine/step/model_runner.h"
 
 namespace m3::engine::parallel {
 

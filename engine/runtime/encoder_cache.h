@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "engine/runtime/model_runner.h"
+#include "engine/step/model_runner.h"
 
 namespace m3::engine {
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <random>
 
-#include "engine/backend/make_backend.h"
+#include "engine/backend/make_device.h"
 #include "engine/runtime/content_hash.h"
 #include "engine/runtime/request_validation.h"
 #include "engine/runtime/scheduled_encodes.h"

@@ -17,12 +17,12 @@
 #include <utility>
 #include <vector>
 
-#include "engine/runtime/batch_sampler.h"
 #include "engine/runtime/encoder_cache.h"
 #include "engine/runtime/engine_request.h"
 #include "engine/runtime/kv_cache_manager.h"
-#include "engine/runtime/model_runner.h"
 #include "engine/runtime/scheduler.h"
+#include "engine/step/batch_sampler.h"
+#include "engine/step/model_runner.h"
 #include "shared/generation_config.h"
 
 namespace m3::engine {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/batch_sampler.h"
-#include "engine/runtime/sampling_params.h"
+#include "engine/step/batch_sampler.h"
+#include "engine/step/sampling_params.h"
 #include "shared/error.h"
 
 namespace m3::engine {

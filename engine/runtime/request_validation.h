@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "engine/runtime/engine_request.h"
-#include "engine/runtime/model_runner.h"
+#include "engine/step/model_runner.h"
 
 namespace m3::engine {
 

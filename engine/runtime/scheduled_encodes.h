@@ -7,8 +7,8 @@
 #pragma once
 
 #include "engine/runtime/encoder_cache.h"
-#include "engine/runtime/model_runner.h"
 #include "engine/runtime/scheduler.h"
+#include "engine/step/model_runner.h"
 
 namespace m3::engine {
 

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "engine/runtime/encoder_cache.h"
-#include "engine/runtime/forward_batch.h"
 #include "engine/runtime/kv_cache_manager.h"
 #include "engine/runtime/sequence.h"
+#include "engine/step/forward_batch.h"
 
 namespace m3::engine {
 

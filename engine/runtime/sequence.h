@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/runtime/engine_request.h"
-#include "engine/runtime/model_runner.h"
+#include "engine/step/model_runner.h"
 
 namespace m3::engine {
 

@@ -21,8 +21,8 @@ void Generate(const ServingContext& ctx, const std::shared_ptr<net::HttpExchange
   job.request_id = ctx.NewId("chatcmpl-");
   job.formatter = openai::MakeChatFormatter(
       ctx.tokenizer(), {job.request_id, ServingContext::Now(), ctx.model_name()},
-      openai::ChatOutputOptions(req, ctx.eos_token_ids(), p.prompt.rendered), req.stream.stream,
-      req.stream.include_usage, req.sampling.logprobs);
+      openai::ChatOutputOptions(req, ctx.eos_token_ids(), p.prompt.rendered, ctx.chat_format()),
+      req.stream.stream, req.stream.include_usage, req.sampling.logprobs);
   job.prompt_ids = std::move(p.prompt.ids);
   job.media = std::move(p.media);
   job.sampling = req.sampling;

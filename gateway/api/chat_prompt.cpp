@@ -18,7 +18,8 @@ void Build(const ServingContext& ctx, const std::shared_ptr<ChatPrompt>& p,
                               static_cast<size_t>(item.placeholder_tokens)});
       }
     }
-    p->prompt = ctx.prompt_builder().Build(p->request.ToPromptInput(), expansions);
+    p->prompt = ctx.prompt_builder().Build(
+        p->request.ToPromptInput(ctx.options().default_chat_template_kwargs), expansions);
   } catch (...) {
     return done(nullptr, std::current_exception());
   }

@@ -25,7 +25,7 @@ void Generate(const ServingContext& ctx, const std::shared_ptr<net::HttpExchange
   job.request_id = ctx.NewId("msg_");
   // The output is parsed exactly as for a chat completion; only the ids look Anthropic's.
   text::OutputParserOptions options =
-      openai::ChatOutputOptions(req, ctx.eos_token_ids(), p.prompt.rendered);
+      openai::ChatOutputOptions(req, ctx.eos_token_ids(), p.prompt.rendered, ctx.chat_format());
   options.make_tool_call_id = [&ctx](size_t) { return ctx.NewId("toolu_"); };
   job.formatter = anthropic::MakeMessageFormatter(
       ctx.tokenizer(), {job.request_id, ServingContext::Now(), ctx.model_name()},

@@ -5,8 +5,9 @@
 #include <chrono>
 #include <random>
 
+#include "gateway/template/chat_template.h"
 #include "shared/error.h"
-#include "shared/model_config.h"
+#include "shared/model_config_view.h"
 
 namespace m3::api {
 
@@ -23,12 +24,17 @@ ServingContext::ServingContext(ApiOptions options, engine_client::EngineRouter& 
                                preprocess::PreprocessPools pools)
     : options_(std::move(options)),
       builder_(text::PromptBuilder::FromModelDir(options_.model_dir)),
+      chat_format_(options_.chat_format
+                       ? *options_.chat_format
+                       : text::DetectChatFormat(tmpl::LoadChatTemplateSource(options_.model_dir))),
       router_(router),
       media_service_(std::move(media_service)),
       preprocessor_(std::move(preprocessor)),
       pools_(std::move(pools)),
       metrics_(std::make_unique<ApiMetrics>()) {
-  const ModelConfig config = LoadModelConfig(options_.model_dir);
+  const ModelConfigView config = LoadModelConfigView(options_.model_dir);
+  Require(options_.default_chat_template_kwargs.is_object(), ErrorCode::kInvalidArgument,
+          "the default chat template kwargs must be a JSON object");
   model_.name = options_.served_model_name.empty() ? ModelNameFromDir(options_.model_dir)
                                                    : options_.served_model_name;
   Require(!model_.name.empty(), ErrorCode::kInvalidArgument, "the served model name is empty");

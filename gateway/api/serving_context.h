@@ -1,6 +1,7 @@
 // ServingContext: what every API handler shares for the life of the server: the served model
-// (name, generation defaults, tokenizer and prompt builder), the media preprocessing service
-// and its pools, the engine router, the limits, the API keys and the metrics. Built once at
+// (name, generation defaults, tokenizer and prompt builder, the reasoning and tool-call format
+// of its output, the chat template variables every request starts from), the media preprocessing
+// service and its pools, the engine router, the limits, the API keys and the metrics. Built once at
 // start-up from the model directory; everything in it is immutable or thread-safe.
 #pragma once
 
@@ -9,8 +10,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "gateway/api/api_metrics.h"
 #include "gateway/engine_client/engine_router.h"
@@ -18,6 +22,7 @@
 #include "gateway/openai/served_model.h"
 #include "gateway/preprocess/preprocess_pipeline.h"
 #include "gateway/preprocess/preprocess_service.h"
+#include "gateway/text/chat_format.h"
 #include "gateway/text/prompt_builder.h"
 
 namespace m3::api {
@@ -29,6 +34,13 @@ struct ApiOptions {
   openai::ApiLimits limits;
   // Generation requests admitted at once (parsing, media, prompt, engine); more get 429.
   int64_t max_concurrent_requests = 1024;
+  // The reasoning and tool-call format of the model's output (`serve` resolves it from the
+  // template and its --reasoning-parser / --tool-call-parser flags); unset: detected from the
+  // model directory's chat template.
+  std::optional<text::ChatFormat> chat_format;
+  // Chat template variables every chat request gets (--default-chat-template-kwargs); a
+  // request's chat_template_kwargs override them key by key.
+  nlohmann::ordered_json default_chat_template_kwargs = nlohmann::ordered_json::object();
 };
 
 class ServingContext {
@@ -47,6 +59,7 @@ class ServingContext {
   openai::ServedModel served_model() const;
   int64_t max_model_len() const;
   const text::PromptBuilder& prompt_builder() const { return builder_; }
+  const text::ChatFormat& chat_format() const { return chat_format_; }
   const tok::Tokenizer& tokenizer() const { return builder_.tokenizer(); }
   const std::vector<int64_t>& eos_token_ids() const { return eos_; }
   int64_t vocab_size() const { return vocab_size_; }
@@ -82,6 +95,7 @@ class ServingContext {
   int64_t config_max_len_ = 0;
   int64_t vocab_size_ = 0;
   text::PromptBuilder builder_;
+  text::ChatFormat chat_format_;
   std::vector<int64_t> eos_;
   engine_client::EngineRouter& router_;
   std::shared_ptr<const preprocess::PreprocessService> media_service_;

@@ -35,6 +35,7 @@
 #include "gateway/net/media_fetcher.h"
 #include "gateway/net/memory_budget.h"
 #include "gateway/net/worker_pool.h"
+#include "gateway/openai/chat_template_kwargs.h"
 #include "gateway/preprocess/grpc_preprocess_service.h"
 #include "gateway/preprocess/preprocess_http.h"
 #include "gateway/preprocess/preprocess_limits.h"
@@ -89,7 +90,19 @@ struct ServeArgs {
   // The output formats: "auto" reads them from the chat template (text/chat_format.h).
   std::string reasoning_parser = "auto";
   std::string tool_call_parser = "auto";
+  // JSON object of chat template variables every chat request starts from.
+  std::string default_chat_template_kwargs;
 };
+
+// --default-chat-template-kwargs: a JSON object, checked as a request's chat_template_kwargs.
+nlohmann::ordered_json ParseDefaultChatTemplateKwargs(const std::string& text) {
+  if (text.empty()) return nlohmann::ordered_json::object();
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::parse(text, nullptr, false);
+  Require(!kwargs.is_discarded(), ErrorCode::kInvalidArgument,
+          "--default-chat-template-kwargs: not valid JSON: " + text);
+  openai::CheckChatTemplateKwargs(kwargs, "--default-chat-template-kwargs");  // throws naming it
+  return kwargs;
+}
 
 // The connection cap that fits the descriptor limit: the soft limit is raised to the hard one
 // (as servers commonly do), and 128 descriptors are kept for fetches, files and gRPC.
@@ -141,6 +154,9 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
       tmpl::LoadChatTemplateSource(a.model_dir), a.reasoning_parser, a.tool_call_parser);
   Log(LogLevel::kInfo, "serve: reasoning parser ", text::ReasoningSyntaxName(chat_format.reasoning),
       ", tool-call parser ", text::ToolCallSyntaxName(chat_format.tool_calls));
+  options.chat_format = chat_format;
+  options.default_chat_template_kwargs =
+      ParseDefaultChatTemplateKwargs(a.default_chat_template_kwargs);
 
   engine_client::RouterOptions router_options;
   router_options.health_interval = std::chrono::milliseconds(a.health_interval_ms);
@@ -285,6 +301,10 @@ int RunServe(int argc, char** argv) {
                  "minimax_m2 (<minimax:tool_call>), minimax_m3 (]<]minimax[>[<tool_call>), none")
       ->capture_default_str()
       ->check(CLI::IsMember(parsers));
+  app.add_option("--default-chat-template-kwargs", a.default_chat_template_kwargs,
+                 "JSON object of chat template variables for every chat request, e.g. "
+                 "'{\"thinking_mode\": \"enabled\"}' (MiniMax-M3: enabled, disabled or "
+                 "adaptive); a request's chat_template_kwargs override them key by key");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,7 +1,7 @@
 // The engine compatibility check (see expected_model.h).
 #include "gateway/engine_client/expected_model.h"
 
-#include "shared/model_config.h"
+#include "shared/model_config_view.h"
 
 namespace m3::engine_client {
 namespace {
@@ -25,7 +25,7 @@ void Compare(std::string& out, const char* what, int64_t want, int64_t got) {
 }  // namespace
 
 ExpectedModel LoadExpectedModel(const std::string& model_dir, int64_t tokenizer_vocab_size) {
-  const ModelConfig c = LoadModelConfig(model_dir);
+  const ModelConfigView c = LoadModelConfigView(model_dir);
   ExpectedModel m;
   m.vocab_size = c.text.vocab_size;
   m.tokenizer_vocab_size = tokenizer_vocab_size;

@@ -10,7 +10,7 @@
 #include "gateway/media/m3_vision_processor.h"
 #include "gateway/media/vision_processor.h"
 #include "shared/error.h"
-#include "shared/model_config.h"
+#include "shared/model_config_view.h"
 
 namespace m3::media {
 namespace {
@@ -38,7 +38,7 @@ void CheckModelDir(const std::string& model_dir) {
 // The processor cuts the patches the vision tower embeds and merges: both files must agree.
 void CheckAgainstModel(const M3VisionConfig& p, const std::string& model_dir) {
   if (!std::filesystem::exists(std::filesystem::path(model_dir) / "config.json")) return;
-  const VisionConfig v = LoadModelConfig(model_dir).vision;
+  const ModelConfigView::Vision v = LoadModelConfigView(model_dir).vision;
   for (auto [name, processor, model] :
        {std::tuple{"patch_size", p.patch_size, v.patch_size},
         std::tuple{"temporal_patch_size", p.temporal_patch_size, v.temporal_patch_size},

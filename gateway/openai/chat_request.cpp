@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "gateway/content/content_part.h"
+#include "gateway/openai/chat_template_kwargs.h"
 
 namespace m3::openai {
 namespace {
@@ -61,6 +63,17 @@ void ParseContentParts(const Json& parts, const std::string& path, const std::st
   }
 }
 
+// A call's arguments as the object templates iterate: the object itself, or the object a JSON
+// text holds ("" for a call without arguments: {}); nullopt when the text holds no object.
+std::optional<Json> ArgumentsObject(const Json& args) {
+  if (args.is_object()) return args;
+  const std::string& text = args.get_ref<const std::string&>();
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return Json::object();
+  Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) return std::nullopt;
+  return parsed;
+}
+
 void ParseToolCalls(const FieldReader& message) {
   const Json* calls = message.Array("tool_calls");
   if (!calls) return;
@@ -83,6 +96,9 @@ void ParseToolCalls(const FieldReader& message) {
       InvalidField(f.Path("arguments"),
                    Cat({"'", f.Path("arguments"), "' must be a JSON string or an object"}),
                    "invalid_type");
+    } else if (args && args->is_string() && !ArgumentsObject(*args)) {
+      InvalidField(f.Path("arguments"),
+                   Cat({"'", f.Path("arguments"), "' must be the text of a JSON object"}));
     }
   }
 }
@@ -130,7 +146,10 @@ void ParseMessages(const FieldReader& body, const ApiLimits& limits,
     }
     if (role == "assistant") {
       ParseToolCalls(message);
+      // Earlier turns' reasoning, sent back for the template to render (interleaved thinking):
+      // `reasoning_content` (DeepSeek's and vLLM's name) or `reasoning` (OpenRouter's).
       (void)message.String("reasoning_content");
+      (void)message.String("reasoning");
     }
     if (role == "tool") (void)message.String("tool_call_id");
   }
@@ -222,14 +241,36 @@ ToolChoice ParseToolChoice(const FieldReader& body, const Json& tools) {
   CannotForce("naming a function");
 }
 
+// The assistant turns of the history as templates read them, the way vLLM hands them over:
+// the reasoning in `reasoning_content` (also when sent as `reasoning`), and each tool call's
+// arguments as an object (templates iterate them: MiniMax's render each as a parameter).
+void PrepareAssistantTurns(Json& messages) {
+  for (Json& m : messages) {
+    if (m["role"] != "assistant") continue;
+    if (const auto reasoning = m.find("reasoning");
+        reasoning != m.end() && reasoning->is_string()) {
+      const auto content = m.find("reasoning_content");
+      if (content == m.end() || content->is_null()) m["reasoning_content"] = *reasoning;
+    }
+    const auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array()) continue;
+    for (Json& call : *calls) {
+      const auto fn = call.find("function");
+      if (fn == call.end() || !fn->is_object()) continue;
+      const auto args = fn->find("arguments");
+      if (args != fn->end() && args->is_string()) *args = *ArgumentsObject(*args);
+    }
+  }
+}
+
 }  // namespace
 
-text::PromptInput ChatRequest::ToPromptInput() const {
+text::PromptInput ChatRequest::ToPromptInput(const Json& default_kwargs) const {
   text::PromptInput in;
   in.messages = messages;
   in.tools = tools;
   in.add_generation_prompt = add_generation_prompt;
-  in.extra_context = chat_template_kwargs;
+  in.extra_context = MergeChatTemplateKwargs(default_kwargs, chat_template_kwargs);
   return in;
 }
 
@@ -240,11 +281,15 @@ ChatRequest ParseChatRequest(const Json& body_json, const ServedModel& model,
   req.model = ParseModel(body, model);
   ParseMessages(body, limits, req.media);
   req.messages = body_json["messages"];
+  PrepareAssistantTurns(req.messages);
   req.tools = ParseTools(body, limits);
   req.tool_choice = ParseToolChoice(body, req.tools);
   if (req.tool_choice == ToolChoice::kNone) req.tools = nullptr;
   (void)body.Bool("parallel_tool_calls");
-  if (const Json* kwargs = body.Object("chat_template_kwargs")) req.chat_template_kwargs = *kwargs;
+  if (const Json* kwargs = body.Object("chat_template_kwargs")) {
+    CheckChatTemplateKwargs(*kwargs, "chat_template_kwargs");
+    req.chat_template_kwargs = *kwargs;
+  }
   if (auto v = body.Bool("add_generation_prompt")) req.add_generation_prompt = *v;
   RejectUnsupported(body);
   req.sampling = ParseSampling(body, Endpoint::kChatCompletions, model, limits);

@@ -20,20 +20,26 @@ enum class ToolChoice { kAuto, kNone };
 
 struct ChatRequest {
   std::string model;
-  Json messages = Json::array();  // as sent (validated); PromptBuilder maps the media parts
-  Json tools;                     // null, or the tools list (dropped when tool_choice is none)
+  // As sent (validated), with the assistant turns as templates read them: `reasoning` also as
+  // `reasoning_content`, tool calls' JSON-text arguments as objects. PromptBuilder maps the
+  // media parts.
+  Json messages = Json::array();
+  Json tools;  // null, or the tools list (dropped when tool_choice is none)
   ToolChoice tool_choice = ToolChoice::kAuto;
-  Json chat_template_kwargs = Json::object();
+  Json chat_template_kwargs = Json::object();  // as sent (checked: CheckChatTemplateKwargs)
   bool add_generation_prompt = true;
   std::vector<content::MediaRef> media;  // in order of appearance, as FindMediaParts lists them
   SamplingRequest sampling;
   StreamOptions stream;
 
-  text::PromptInput ToPromptInput() const;
+  // The template variables are `default_kwargs` (the server's) with chat_template_kwargs over
+  // them (MergeChatTemplateKwargs).
+  text::PromptInput ToPromptInput(const Json& default_kwargs = Json::object()) const;
   bool parse_tool_calls() const { return tools.is_array() && !tools.empty(); }
 };
 
-// Throws RequestError naming the field: 400 for wrong types and values, 404 for another
+// Throws RequestError naming the field: 400 for wrong types and values (a tool call's
+// arguments text that holds no JSON object among them), 404 for another
 // model, 413 for more media items than limits.max_media_items, 422 for a tool_choice naming a
 // function that is not among the tools.
 ChatRequest ParseChatRequest(const Json& body, const ServedModel& model, const ApiLimits& limits);

@@ -28,14 +28,14 @@ bool PromptOpensReasoning(std::string_view rendered, std::string_view start_tag)
 
 text::OutputParserOptions ChatOutputOptions(const ChatRequest& request,
                                             std::span<const int64_t> eos_token_ids,
-                                            std::string_view rendered_prompt) {
+                                            std::string_view rendered_prompt,
+                                            const text::ChatFormat& format) {
   text::OutputParserOptions o;
   o.skip_special_tokens = request.sampling.skip_special_tokens;
   o.stop = StopFor(request.sampling, eos_token_ids);
-  o.parse_reasoning = true;
-  o.reasoning.starts_in_reasoning = PromptOpensReasoning(rendered_prompt, o.reasoning.start_tag);
   o.parse_tool_calls = request.parse_tool_calls();
   if (o.parse_tool_calls) o.tools = request.tools;
+  text::ApplyChatFormat(format, rendered_prompt, o);
   return o;
 }
 

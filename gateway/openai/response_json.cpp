@@ -33,6 +33,11 @@ OJson UsageJson(const Usage& usage) {
 OJson ToolCallJson(const text::ToolCall& call, bool with_index) {
   OJson j = OJson::object();
   if (with_index) j["index"] = call.index;
+  // A later piece of a streamed call: only its arguments fragment, as OpenAI streams them.
+  if (with_index && call.id.empty()) {
+    j["function"] = {{"arguments", call.arguments}};
+    return j;
+  }
   j["id"] = call.id;
   j["type"] = "function";
   j["function"] = {{"name", call.name}, {"arguments", call.arguments}};

@@ -18,7 +18,8 @@ namespace m3::openai {
 nlohmann::ordered_json UsageJson(const Usage& usage);
 
 // One OpenAI tool call: {"id", "type": "function", "function": {"name", "arguments"}}, with
-// "index" first for stream deltas.
+// "index" first for stream deltas. A stream delta of a continuation piece (no id: see
+// text::ToolCall) is {"index", "function": {"arguments": fragment}} alone.
 nlohmann::ordered_json ToolCallJson(const text::ToolCall& call, bool with_index);
 
 // Chat logprob entries, one per token; a token's text is its own decoding (special tokens

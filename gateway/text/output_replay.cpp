@@ -5,7 +5,7 @@
 
 #include "gateway/template/chat_template.h"
 #include "shared/error.h"
-#include "shared/model_config.h"
+#include "shared/model_config_view.h"
 
 namespace m3::text {
 namespace {
@@ -26,7 +26,7 @@ OutputReplayer OutputReplayer::FromModelDir(const std::string& model_dir,
                                               reasoning_parser, tool_call_parser);
   std::vector<int64_t> eos;
   if (std::filesystem::exists(std::filesystem::path(model_dir) / "config.json")) {
-    eos = LoadModelConfig(model_dir).eos_token_ids();
+    eos = LoadModelConfigView(model_dir).eos_token_ids();
   } else if (const auto& e = builder.special_tokens().eos) {
     eos.push_back(e->id);
   }

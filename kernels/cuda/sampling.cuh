@@ -1,8 +1,8 @@
 // Next-token sampling of many logits rows on the GPU: the device twin of the host BatchSampler
-// (engine/runtime/batch_sampler.h, which the CPU backend's SampleRows runs). Per row: penalties
+// (engine/step/batch_sampler.h, which the CPU device's SampleRows runs). Per row: penalties
 // over the row's unique history tokens, min_tokens masks, greedy, temperature, min-p, top-k,
 // top-p, the seeded draw CounterUniform(seed, counter) computed on the device with the same bits
-// as engine/runtime/counter_rng.h (the draw walks the kept tokens in ascending id), the chosen
+// as engine/step/counter_rng.h (the draw walks the kept tokens in ascending id), the chosen
 // token's logprob and the top-n logprobs of the raw distribution. One thread block per row;
 // candidate sets come from radix selection (histograms of 8-bit key digits), never a sort of the
 // vocabulary. Launch configuration depends on the row count only; nothing is allocated.

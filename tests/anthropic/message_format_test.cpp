@@ -59,7 +59,7 @@ m3::text::OutputParserOptions Options(const std::string& extra = "") {
   const MessagesRequest req =
       ParseMessagesRequest(Json::parse(body), model, {}, MessagesEndpoint::kCreate);
   const std::vector<int64_t> eos = {Eos()};
-  auto o = m3::openai::ChatOutputOptions(req.chat, eos, "]~b]ai\n<think>\n");
+  auto o = m3::openai::ChatOutputOptions(req.chat, eos, "]~b]ai\n<think>\n", {});
   o.make_tool_call_id = [](size_t i) { return "toolu_" + std::to_string(i); };
   return o;
 }

@@ -33,8 +33,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/backend.h"
-#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/cuda_device.h"
+#include "engine/backend/device.h"
+#include "engine/backend/m3_ops.h"
+#include "engine/backend/make_m3_ops.h"
+#include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_decoder_graph.h"
 #include "engine/minimax_m3/m3_model_weights.h"
 #include "shared/error.h"
@@ -45,7 +48,7 @@ namespace {
 using m3::DType;
 using m3::Shape;
 using m3::engine::ForwardBatch;
-using m3::engine::backend::Backend;
+using m3::engine::backend::Device;
 using m3::engine::backend::DeviceTensor;
 namespace be = m3::engine::backend;
 
@@ -151,12 +154,13 @@ double MedianMs(cudaStream_t stream, int warmup, int iters, Fn&& fn) {
   return Median(ms);
 }
 
-// The backend the graph runs on: every op forwarded to the CUDA backend; with timing on, CUDA
-// events around each op (labelled by its weight where it has one), and with probing on, the
-// routed expert ids of each MoE call read back (for the roofline's distinct experts).
-class TimedBackend : public Backend {
+// The device and ops the graph runs on: every call forwarded to the CUDA device or its ops; with
+// timing on, CUDA events around each op (labelled by its weight where it has one), and with probing
+// on, the routed expert ids of each MoE call read back (for the roofline's distinct experts).
+class TimedBackend : public be::Device, public be::M3Ops {
  public:
-  TimedBackend(Backend& inner, cudaStream_t stream) : in_(inner), stream_(stream) {}
+  TimedBackend(Device& inner, be::M3Ops& ops, cudaStream_t stream)
+      : in_(inner), ops_(ops), stream_(stream) {}
   ~TimedBackend() override {
     for (auto& e : pool_) cudaEventDestroy(e);
   }
@@ -223,65 +227,65 @@ class TimedBackend : public Backend {
     return m;
   }
   void Embedding(const DeviceTensor& t, const DeviceTensor& ids, const DeviceTensor& out) override {
-    Timed("Embedding", [&] { in_.Embedding(t, ids, out); });
+    Timed("Embedding", [&] { ops_.Embedding(t, ids, out); });
   }
   void CopyRows(const DeviceTensor& s, int64_t sr, const DeviceTensor& d, int64_t dr,
                 int64_t n) override {
-    Timed("CopyRows", [&] { in_.CopyRows(s, sr, d, dr, n); });
+    Timed("CopyRows", [&] { ops_.CopyRows(s, sr, d, dr, n); });
   }
   void GatherRows(const DeviceTensor& s, const DeviceTensor& i, const DeviceTensor& o) override {
-    Timed("GatherRows", [&] { in_.GatherRows(s, i, o); });
+    Timed("GatherRows", [&] { ops_.GatherRows(s, i, o); });
   }
   void AddRmsNorm(const DeviceTensor& r, const DeviceTensor* d, const DeviceTensor& w, float eps,
                   const DeviceTensor& o) override {
-    Timed("AddRmsNorm " + LabelOf(w), [&] { in_.AddRmsNorm(r, d, w, eps, o); });
+    Timed("AddRmsNorm " + LabelOf(w), [&] { ops_.AddRmsNorm(r, d, w, eps, o); });
   }
   void LayerNorm(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& b, float eps,
                  const DeviceTensor& o) override {
-    Timed("LayerNorm", [&] { in_.LayerNorm(x, w, b, eps, o); });
+    Timed("LayerNorm", [&] { ops_.LayerNorm(x, w, b, eps, o); });
   }
   void Add(const DeviceTensor& x, const DeviceTensor& d) override {
-    Timed("Add", [&] { in_.Add(x, d); });
+    Timed("Add", [&] { ops_.Add(x, d); });
   }
   void Gelu(const DeviceTensor& x) override {
-    Timed("Gelu", [&] { in_.Gelu(x); });
+    Timed("Gelu", [&] { ops_.Gelu(x); });
   }
   void Linear(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
               const DeviceTensor& y) override {
-    Timed("Linear " + LabelOf(w), [&] { in_.Linear(x, w, b, y); });
+    Timed("Linear " + LabelOf(w), [&] { ops_.Linear(x, w, b, y); });
   }
   void QkNormRopeToCache(const DeviceTensor& qkv, const be::QkvLayout& l,
                          const be::QkNormWeights& n, const be::StepMetadata& m,
                          const DeviceTensor& q, const DeviceTensor* iq,
                          const be::LayerKvCache& c) override {
-    Timed("QkNormRopeToCache", [&] { in_.QkNormRopeToCache(qkv, l, n, m, q, iq, c); });
+    Timed("QkNormRopeToCache", [&] { ops_.QkNormRopeToCache(qkv, l, n, m, q, iq, c); });
   }
   void PagedAttention(const DeviceTensor& q, const be::LayerKvCache& c, const be::StepMetadata& m,
                       const be::AttentionShape& s, const DeviceTensor& o) override {
-    Timed("PagedAttention", [&] { in_.PagedAttention(q, c, m, s, o); });
+    Timed("PagedAttention", [&] { ops_.PagedAttention(q, c, m, s, o); });
   }
   void MsaSelectBlocks(const DeviceTensor& iq, const be::LayerKvCache& c, const be::StepMetadata& m,
                        const be::MsaParams& p, const DeviceTensor& sel) override {
-    Timed("MsaSelectBlocks", [&] { in_.MsaSelectBlocks(iq, c, m, p, sel); });
+    Timed("MsaSelectBlocks", [&] { ops_.MsaSelectBlocks(iq, c, m, p, sel); });
   }
   void BlockSparseAttention(const DeviceTensor& q, const be::LayerKvCache& c,
                             const be::StepMetadata& m, const be::AttentionShape& s,
                             const DeviceTensor& sel, int64_t topk, int64_t bs,
                             const DeviceTensor& o) override {
-    Timed("BlockSparseAttention", [&] { in_.BlockSparseAttention(q, c, m, s, sel, topk, bs, o); });
+    Timed("BlockSparseAttention", [&] { ops_.BlockSparseAttention(q, c, m, s, sel, topk, bs, o); });
   }
   void MsaAttention(const DeviceTensor& q, const DeviceTensor& iq, const be::LayerKvCache& c,
                     const be::StepMetadata& m, const be::MsaParams& p, const be::AttentionShape& s,
                     const DeviceTensor& sel, const DeviceTensor& o) override {
-    Timed("MsaAttention", [&] { in_.MsaAttention(q, iq, c, m, p, s, sel, o); });
+    Timed("MsaAttention", [&] { ops_.MsaAttention(q, iq, c, m, p, s, sel, o); });
   }
   void SwigluOai(const DeviceTensor& gu, const be::SwigluParams& p,
                  const DeviceTensor& o) override {
-    Timed("SwigluOai", [&] { in_.SwigluOai(gu, p, o); });
+    Timed("SwigluOai", [&] { ops_.SwigluOai(gu, p, o); });
   }
   void MoeRoute(const DeviceTensor& l, const DeviceTensor& b, const DeviceTensor& ids,
                 const DeviceTensor& w, const be::ExpertRange& local) override {
-    Timed("MoeRoute", [&] { in_.MoeRoute(l, b, ids, w, local); });
+    Timed("MoeRoute", [&] { ops_.MoeRoute(l, b, ids, w, local); });
   }
   void MoeExperts(const DeviceTensor& x, const DeviceTensor& ids, const DeviceTensor& w,
                   const DeviceTensor& gu, const DeviceTensor& d, const be::SwigluParams& p,
@@ -290,12 +294,12 @@ class TimedBackend : public Backend {
       last_ids.resize(ids.numel());
       in_.Download(ids, last_ids.data());
     }
-    Timed("MoeExperts (routed)", [&] { in_.MoeExperts(x, ids, w, gu, d, p, scale, out); });
+    Timed("MoeExperts (routed)", [&] { ops_.MoeExperts(x, ids, w, gu, d, p, scale, out); });
   }
   void SegmentAttention(const DeviceTensor& qkv, const DeviceTensor& c, const DeviceTensor& s,
                         int64_t rot, std::span<const int64_t> seg, int64_t heads, int64_t hd,
                         const DeviceTensor& o) override {
-    Timed("SegmentAttention", [&] { in_.SegmentAttention(qkv, c, s, rot, seg, heads, hd, o); });
+    Timed("SegmentAttention", [&] { ops_.SegmentAttention(qkv, c, s, rot, seg, heads, hd, o); });
   }
 
  private:
@@ -325,7 +329,8 @@ class TimedBackend : public Backend {
     std::string name;
     cudaEvent_t a, b;
   };
-  Backend& in_;
+  Device& in_;
+  be::M3Ops& ops_;
   cudaStream_t stream_;
   std::map<const void*, std::string> labels_;
   std::vector<Span> step_;
@@ -335,10 +340,10 @@ class TimedBackend : public Backend {
 
 // The real model's text shapes, one MSA + MoE layer; a small vocabulary (the LM head is not
 // part of a layer and is not run: no logits rows).
-m3::ModelConfig LayerConfig() {
-  m3::ModelConfig c;
+m3::engine::minimax_m3::ModelConfig LayerConfig() {
+  m3::engine::minimax_m3::ModelConfig c;
   c.model_type = "minimax_m3_vl";
-  m3::TextConfig& t = c.text;
+  m3::engine::minimax_m3::TextConfig& t = c.text;
   t.vocab_size = 1024;
   t.hidden_size = 6144;
   t.num_hidden_layers = 1;
@@ -369,7 +374,7 @@ m3::ModelConfig LayerConfig() {
 
 class Maker {
  public:
-  Maker(Backend& b, cudaStream_t s) : b_(b), s_(s) {}
+  Maker(Device& b, cudaStream_t s) : b_(b), s_(s) {}
   // Uniform in offset +- scale; matrices bf16, vectors f32 (the CUDA backend's convention).
   DeviceTensor Rand(Shape shape, float scale, float offset = 0.0f) {
     const DType dt = shape.size() >= 2 ? DType::kBF16 : DType::kF32;
@@ -388,14 +393,15 @@ class Maker {
   }
 
  private:
-  Backend& b_;
+  Device& b_;
   cudaStream_t s_;
   uint64_t seed_ = 1000;
 };
 
 // Weights with unit-variance outputs for unit-variance inputs (uniform +- sqrt(3 / fan_in)).
-m3::engine::minimax_m3::M3ModelWeights MakeWeights(const m3::ModelConfig& c, Maker& mk) {
-  const m3::TextConfig& t = c.text;
+m3::engine::minimax_m3::M3ModelWeights MakeWeights(const m3::engine::minimax_m3::ModelConfig& c,
+                                                   Maker& mk) {
+  const m3::engine::minimax_m3::TextConfig& t = c.text;
   const int64_t H = t.hidden_size, D = t.head_dim, Di = t.index_head_dim;
   auto fan = [](int64_t k) { return static_cast<float>(std::sqrt(3.0 / double(k))); };
   m3::engine::minimax_m3::M3ModelWeights w;
@@ -534,8 +540,9 @@ std::string Json(const std::map<std::string, double>& kv) {
 }
 
 int Run(const Options& o) {
-  std::unique_ptr<Backend> cuda = be::MakeCudaBackend("cuda");
-  cudaStream_t stream = static_cast<cudaStream_t>(be::CudaBackendStream(*cuda));
+  std::unique_ptr<Device> cuda = be::MakeCudaDevice("cuda");
+  std::unique_ptr<be::M3Ops> cuda_ops = be::MakeM3Ops(*cuda);
+  cudaStream_t stream = static_cast<cudaStream_t>(be::CudaDeviceStream(*cuda));
   cudaDeviceProp prop{};
   Cuda(cudaGetDeviceProperties(&prop, 0), "device properties");
   std::printf("device: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount,
@@ -552,9 +559,9 @@ int Run(const Options& o) {
   out["copy_gbs"] = lim.copy_gbs;
   out["peak_tflops"] = lim.peak_tflops;
 
-  const m3::ModelConfig config = LayerConfig();
-  const m3::TextConfig& t = config.text;
-  TimedBackend tb(*cuda, stream);
+  const m3::engine::minimax_m3::ModelConfig config = LayerConfig();
+  const m3::engine::minimax_m3::TextConfig& t = config.text;
+  TimedBackend tb(*cuda, *cuda_ops, stream);
   Maker mk(*cuda, stream);
   const auto weights = MakeWeights(config, mk);
   const auto& L = weights.layers[0];
@@ -574,7 +581,7 @@ int Run(const Options& o) {
   limits.max_num_seqs = std::max<int64_t>(max_b, 1);
   limits.max_batched_tokens = std::max(o.prefill, max_b);
   limits.graphs = o.graphs;
-  m3::engine::minimax_m3::M3DecoderGraph graph(config, weights, tb, limits);
+  m3::engine::minimax_m3::M3DecoderGraph graph(config, weights, tb, tb, limits);
   const int64_t pages = std::max(o.context > 0 ? max_b * (o.context / page) : 0, o.prefill / page);
   graph.AllocateKvCache(std::max<int64_t>(pages, 1), page);
   // With graphs, replayed steps bypass the backend's ops: the routed experts (roofline) and the
@@ -584,7 +591,7 @@ int Run(const Options& o) {
     m3::engine::minimax_m3::DecoderStepLimits eager = limits;
     eager.graphs = false;
     eager_twin =
-        std::make_unique<m3::engine::minimax_m3::M3DecoderGraph>(config, weights, tb, eager);
+        std::make_unique<m3::engine::minimax_m3::M3DecoderGraph>(config, weights, tb, tb, eager);
     eager_twin->AllocateKvCache(std::max<int64_t>(pages, 1), page);
   }
   m3::engine::minimax_m3::M3DecoderGraph& eager_graph = o.graphs ? *eager_twin : graph;

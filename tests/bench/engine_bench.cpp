@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "shared/safetensors.h"
 #include "tests/bench/random_m3_config.h"

@@ -7,7 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "engine/runtime/model_runner.h"
+#include "engine/model_registry.h"
+#include "engine/step/model_runner.h"
 #include "kernels/cpu/sampling.h"
 #include "tests/cuda/paged_sequences.h"
 #include "tests/engine/golden_cases.h"

@@ -12,7 +12,8 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/backend/make_backend.h"
+#include "engine/backend/make_device.h"
+#include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "tests/cuda/demo_prompts.h"
 #include "tests/engine/golden_cases.h"

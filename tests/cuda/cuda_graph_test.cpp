@@ -20,11 +20,13 @@
 #include <mutex>
 #include <random>
 
-#include "engine/backend/make_backend.h"
+#include "engine/backend/make_device.h"
+#include "engine/backend/make_m3_ops.h"
+#include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_decoder_graph.h"
 #include "engine/minimax_m3/m3_model_weights.h"
+#include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
-#include "shared/model_config.h"
 #include "shared/safetensors.h"
 #include "tests/cuda/demo_prompts.h"
 #include "tests/cuda/paged_sequences.h"
@@ -34,20 +36,25 @@
 namespace m3::test {
 namespace {
 
+using engine::minimax_m3::LoadModelConfig;
+using engine::minimax_m3::ModelConfig;
+
 using engine::minimax_m3::M3DecoderGraph;
 
 // One model on its own backend (each backend has one step workspace, which a decoder graph
 // sizes for itself).
 struct Decoder {
   ModelConfig config;
-  std::unique_ptr<engine::backend::Backend> be;
+  std::unique_ptr<engine::backend::Device> be;
+  std::unique_ptr<engine::backend::M3Ops> ops;
   engine::minimax_m3::M3ModelWeights weights;
   std::unique_ptr<M3DecoderGraph> graph;
   // buckets: decode-only steps at their graph bucket's shape (recorded when graphs).
   Decoder(const std::string& dir, bool graphs, bool buckets, int64_t pages, int64_t page_size) {
     config = LoadModelConfig(dir);
-    be = engine::backend::MakeBackend("cuda");
-    engine::LoadReport report;
+    be = engine::backend::MakeDevice("cuda");
+    ops = engine::backend::MakeM3Ops(*be);
+    engine::backend::LoadReport report;
     weights = engine::minimax_m3::LoadM3ModelWeights(WeightStore::OpenDirectory(dir), config, *be,
                                                      report);
     engine::minimax_m3::DecoderStepLimits limits;
@@ -55,7 +62,7 @@ struct Decoder {
     limits.max_batched_tokens = 256;
     limits.graphs = graphs;
     limits.decode_buckets = buckets;
-    graph = std::make_unique<M3DecoderGraph>(config, weights, *be, limits);
+    graph = std::make_unique<M3DecoderGraph>(config, weights, *be, *ops, limits);
     graph->AllocateKvCache(pages, page_size);
   }
 };
@@ -122,7 +129,7 @@ void CheckDecodeGraphs(const GraphCase& c) {
   REQUIRE(eager.graph->decode_graphs() == nullptr);
   REQUIRE(!bucketed.graph->decode_graphs()->records());
   const int64_t V = eager.config.text.vocab_size;
-  const std::vector<int64_t> buckets = engine::minimax_m3::DecodeGraphCache::RowBuckets(16);
+  const std::vector<int64_t> buckets = engine::backend::DecodeGraphCache::RowBuckets(16);
   std::mt19937 rng(7);
   // 13 sequences with prompts of min_len..max_len tokens; they join in waves so decode batches
   // take sizes 1, 3, 5, 8, 13 (between buckets: padded rows), their pages interleaving as they

@@ -14,8 +14,9 @@
 #include <random>
 #include <vector>
 
-#include "engine/backend/cpu/cpu_backend.h"
-#include "engine/backend/make_backend.h"
+#include "engine/backend/cpu/cpu_device.h"
+#include "engine/backend/make_device.h"
+#include "engine/backend/make_m3_ops.h"
 #include "engine/backend/step_metadata_upload.h"
 #include "kernels/cpu/rope.h"
 #include "shared/dtype.h"
@@ -25,14 +26,17 @@ namespace m3::test {
 namespace {
 
 using engine::ForwardBatch;
-using engine::backend::Backend;
+using engine::backend::Device;
 using engine::backend::DeviceTensor;
+using engine::backend::M3Ops;
 
 constexpr double kTol = 1e-2;
 
 struct Backends {
-  std::unique_ptr<Backend> cpu = engine::backend::MakeCpuBackend();
-  std::unique_ptr<Backend> gpu = engine::backend::MakeBackend("cuda");
+  std::unique_ptr<Device> cpu = engine::backend::MakeCpuDevice();
+  std::unique_ptr<Device> gpu = engine::backend::MakeDevice("cuda");
+  std::unique_ptr<M3Ops> cpu_ops = engine::backend::MakeM3Ops(*cpu);
+  std::unique_ptr<M3Ops> gpu_ops = engine::backend::MakeM3Ops(*gpu);
 };
 
 Backends& Both() {
@@ -71,12 +75,12 @@ Twin Weight(const std::vector<float>& host, Shape shape) {
   return {Both().cpu->UploadWeight({&v, 1}, shape), Both().gpu->UploadWeight({&v, 1}, shape)};
 }
 
-std::vector<float> Get(Backend& b, const DeviceTensor& t) {
+std::vector<float> Get(Device& b, const DeviceTensor& t) {
   std::vector<float> v(t.numel());
   b.Download(t, v.data());
   return v;
 }
-std::vector<int32_t> GetInts(Backend& b, const DeviceTensor& t) {
+std::vector<int32_t> GetInts(Device& b, const DeviceTensor& t) {
   std::vector<int32_t> v(t.numel());
   b.Download(t, v.data());
   return v;
@@ -95,15 +99,15 @@ TEST_CASE("elementwise, norms and GEMMs match the CPU twins") {
   Twin res = Act(Random(rows * H, 1, 4.0f), {rows, H}), delta = Act(Random(rows * H, 2), {rows, H});
   Twin out = Act(std::vector<float>(rows * H), {rows, H});
   Twin w = Weight(Random(H, 3, 0.5f), {H});
-  for (Backend* be : {b.cpu.get(), b.gpu.get()}) {
-    const bool g = be == b.gpu.get();
+  for (M3Ops* be : {b.cpu_ops.get(), b.gpu_ops.get()}) {
+    const bool g = be == b.gpu_ops.get();
     be->AddRmsNorm(g ? res.gpu : res.cpu, g ? &delta.gpu : &delta.cpu, g ? w.gpu : w.cpu, 1e-6f,
                    g ? out.gpu : out.cpu);
   }
   CHECK(Compare("AddRmsNorm residual", res) < kTol);
   CHECK(Compare("AddRmsNorm out", out) < kTol);
-  b.cpu->AddRmsNorm(res.cpu, nullptr, w.cpu, 1e-6f, out.cpu);
-  b.gpu->AddRmsNorm(res.gpu, nullptr, w.gpu, 1e-6f, out.gpu);
+  b.cpu_ops->AddRmsNorm(res.cpu, nullptr, w.cpu, 1e-6f, out.cpu);
+  b.gpu_ops->AddRmsNorm(res.gpu, nullptr, w.gpu, 1e-6f, out.gpu);
   CHECK(Compare("RmsNorm (no delta)", out) < kTol);
   // Widths the register-held vector kernel does not take (not a multiple of 8, above 8192).
   for (int64_t width : {1000 + 4, 12288}) {
@@ -111,31 +115,31 @@ TEST_CASE("elementwise, norms and GEMMs match the CPU twins") {
          d3 = Act(Random(3 * width, 21), {3, width});
     Twin o2 = Act(std::vector<float>(3 * width), {3, width});
     Twin w2 = Weight(Random(width, 22, 0.5f), {width});
-    b.cpu->AddRmsNorm(r2.cpu, &d3.cpu, w2.cpu, 1e-6f, o2.cpu);
-    b.gpu->AddRmsNorm(r2.gpu, &d3.gpu, w2.gpu, 1e-6f, o2.gpu);
+    b.cpu_ops->AddRmsNorm(r2.cpu, &d3.cpu, w2.cpu, 1e-6f, o2.cpu);
+    b.gpu_ops->AddRmsNorm(r2.gpu, &d3.gpu, w2.gpu, 1e-6f, o2.gpu);
     CHECK(Compare(("AddRmsNorm width " + std::to_string(width)).c_str(), o2) < kTol);
   }
 
   // LayerNorm in place, GELU, Add at the vision width
   Twin x = Act(Random(rows * Dv, 4, 3.0f), {rows, Dv});
   Twin lw = Weight(Random(Dv, 5), {Dv}), lb = Weight(Random(Dv, 6), {Dv});
-  b.cpu->LayerNorm(x.cpu, lw.cpu, lb.cpu, 1e-6f, x.cpu);
-  b.gpu->LayerNorm(x.gpu, lw.gpu, lb.gpu, 1e-6f, x.gpu);
+  b.cpu_ops->LayerNorm(x.cpu, lw.cpu, lb.cpu, 1e-6f, x.cpu);
+  b.gpu_ops->LayerNorm(x.gpu, lw.gpu, lb.gpu, 1e-6f, x.gpu);
   CHECK(Compare("LayerNorm (in place)", x) < kTol);
-  b.cpu->Gelu(x.cpu);
-  b.gpu->Gelu(x.gpu);
+  b.cpu_ops->Gelu(x.cpu);
+  b.gpu_ops->Gelu(x.gpu);
   CHECK(Compare("Gelu", x) < kTol);
   Twin d2 = Act(Random(rows * Dv, 7), {rows, Dv});
-  b.cpu->Add(x.cpu, d2.cpu);
-  b.gpu->Add(x.gpu, d2.gpu);
+  b.cpu_ops->Add(x.cpu, d2.cpu);
+  b.gpu_ops->Add(x.gpu, d2.gpu);
   CHECK(Compare("Add", x) < kTol);
 
   // SwiGLU-OAI at the expert width (values beyond the clamp limit included)
   Twin gu = Act(Random(rows * 2 * I, 8, 9.0f), {rows, 2 * I});
   Twin act = Act(std::vector<float>(rows * I), {rows, I});
   engine::backend::SwigluParams sp{1.702f, 7.0f};
-  b.cpu->SwigluOai(gu.cpu, sp, act.cpu);
-  b.gpu->SwigluOai(gu.gpu, sp, act.gpu);
+  b.cpu_ops->SwigluOai(gu.cpu, sp, act.cpu);
+  b.gpu_ops->SwigluOai(gu.gpu, sp, act.gpu);
   CHECK(Compare("SwigluOai", act) < kTol);
 
   // Linear: bf16 output with a bias (vision qkv), f32 output (router, logits)
@@ -144,14 +148,14 @@ TEST_CASE("elementwise, norms and GEMMs match the CPU twins") {
   Twin vw = Weight(Random(3 * Dv * Dv, 10, 0.05f), {3 * Dv, Dv});
   Twin vb = Weight(Random(3 * Dv, 11), {3 * Dv});
   Twin vy = Act(std::vector<float>(M * 3 * Dv), {M, 3 * Dv});
-  b.cpu->Linear(vx.cpu, vw.cpu, &vb.cpu, vy.cpu);
-  b.gpu->Linear(vx.gpu, vw.gpu, &vb.gpu, vy.gpu);
+  b.cpu_ops->Linear(vx.cpu, vw.cpu, &vb.cpu, vy.cpu);
+  b.gpu_ops->Linear(vx.gpu, vw.gpu, &vb.gpu, vy.gpu);
   CHECK(Compare("Linear 33x1280 -> 3840 + bias (bf16 out)", vy) < kTol);
   Twin hx = Act(Random(5 * H, 12), {5, H});
   Twin rw = Weight(Random(128 * H, 13, 0.05f), {128, H});
   Twin ry = Act(std::vector<float>(5 * 128), {5, 128}, DType::kF32);
-  b.cpu->Linear(hx.cpu, rw.cpu, nullptr, ry.cpu);
-  b.gpu->Linear(hx.gpu, rw.gpu, nullptr, ry.gpu);
+  b.cpu_ops->Linear(hx.cpu, rw.cpu, nullptr, ry.cpu);
+  b.gpu_ops->Linear(hx.gpu, rw.gpu, nullptr, ry.gpu);
   CHECK(Compare("Linear 5x6144 -> 128 (f32 out)", ry) < kTol);
   // Decode-sized rows take the GEMV kernels: few outputs (k split over a block's warps) and many.
   for (int64_t m : {1, 3, 4}) {
@@ -159,8 +163,8 @@ TEST_CASE("elementwise, norms and GEMMs match the CPU twins") {
       Twin gx = Act(Random(m * H, 30 + m, 1.0f), {m, H});
       Twin gw = Weight(Random(n * H, 40 + n, 0.05f), {n, H});
       Twin gy = Act(std::vector<float>(m * n), {m, n}, m == 3 ? DType::kBF16 : DType::kF32);
-      b.cpu->Linear(gx.cpu, gw.cpu, nullptr, gy.cpu);
-      b.gpu->Linear(gx.gpu, gw.gpu, nullptr, gy.gpu);
+      b.cpu_ops->Linear(gx.cpu, gw.cpu, nullptr, gy.cpu);
+      b.gpu_ops->Linear(gx.gpu, gw.gpu, nullptr, gy.gpu);
       const std::string what = "GEMV " + std::to_string(m) + "x6144 -> " + std::to_string(n);
       CHECK(Compare(what.c_str(), gy) < kTol);
     }
@@ -170,22 +174,22 @@ TEST_CASE("elementwise, norms and GEMMs match the CPU twins") {
   Twin table = Weight(Random(1000 * H, 14), {1000, H});
   Twin ids = Ints({5, 999, 0, 5, 17}, {5});
   Twin emb = Act(std::vector<float>(5 * H), {5, H});
-  b.cpu->Embedding(table.cpu, ids.cpu, emb.cpu);
-  b.gpu->Embedding(table.gpu, ids.gpu, emb.gpu);
+  b.cpu_ops->Embedding(table.cpu, ids.cpu, emb.cpu);
+  b.gpu_ops->Embedding(table.gpu, ids.gpu, emb.gpu);
   CHECK(Compare("Embedding", emb) == 0.0);
   Twin narrow = Weight(Random(10 * 3, 15), {10, 3});  // rows of 6 bytes: the 2-byte copy
   Twin nemb = Act(std::vector<float>(5 * 3), {5, 3});
   Twin nids = Ints({9, 0, 3, 3, 1}, {5});
-  b.cpu->Embedding(narrow.cpu, nids.cpu, nemb.cpu);
-  b.gpu->Embedding(narrow.gpu, nids.gpu, nemb.gpu);
+  b.cpu_ops->Embedding(narrow.cpu, nids.cpu, nemb.cpu);
+  b.gpu_ops->Embedding(narrow.gpu, nids.gpu, nemb.gpu);
   CHECK(Compare("Embedding, 3 wide", nemb) == 0.0);
   Twin picked = Act(std::vector<float>(2 * H), {2, H});
   Twin idx = Ints({4, 1}, {2});
-  b.cpu->GatherRows(emb.cpu, idx.cpu, picked.cpu);
-  b.gpu->GatherRows(emb.gpu, idx.gpu, picked.gpu);
+  b.cpu_ops->GatherRows(emb.cpu, idx.cpu, picked.cpu);
+  b.gpu_ops->GatherRows(emb.gpu, idx.gpu, picked.gpu);
   CHECK(Compare("GatherRows", picked) == 0.0);
-  b.cpu->CopyRows(picked.cpu, 1, emb.cpu, 3, 1);
-  b.gpu->CopyRows(picked.gpu, 1, emb.gpu, 3, 1);
+  b.cpu_ops->CopyRows(picked.cpu, 1, emb.cpu, 3, 1);
+  b.gpu_ops->CopyRows(picked.gpu, 1, emb.gpu, 3, 1);
   CHECK(Compare("CopyRows", emb) == 0.0);
 }
 
@@ -266,10 +270,10 @@ void CheckPagedAttentionOps(const std::vector<std::pair<int32_t, int32_t>>& seqs
   Twin iqn = Weight(Random(Di, 27, 0.5f), {Di}), ikn = Weight(Random(Di, 28, 0.5f), {Di});
   Twin q = Act(std::vector<float>(rows * Hq * D), {rows, Hq, D});
   Twin iq = Act(std::vector<float>(rows * Hi * Di), {rows, Hi, Di});
-  b.cpu->QkNormRopeToCache(qkv.cpu, layout, {qn.cpu, kn.cpu, iqn.cpu, ikn.cpu}, mc, q.cpu, &iq.cpu,
-                           cc);
-  b.gpu->QkNormRopeToCache(qkv.gpu, layout, {qn.gpu, kn.gpu, iqn.gpu, ikn.gpu}, mg, q.gpu, &iq.gpu,
-                           cg);
+  b.cpu_ops->QkNormRopeToCache(qkv.cpu, layout, {qn.cpu, kn.cpu, iqn.cpu, ikn.cpu}, mc, q.cpu,
+                               &iq.cpu, cc);
+  b.gpu_ops->QkNormRopeToCache(qkv.gpu, layout, {qn.gpu, kn.gpu, iqn.gpu, ikn.gpu}, mg, q.gpu,
+                               &iq.gpu, cg);
   CHECK(Compare("QkNormRope q", q) < kTol);
   CHECK(Compare("QkNormRope index q", iq) < kTol);
   CHECK(Compare("QkNormRope k pages", k) < kTol);
@@ -284,14 +288,14 @@ void CheckPagedAttentionOps(const std::vector<std::pair<int32_t, int32_t>>& seqs
 
   engine::backend::AttentionShape shape{Hq, Hkv, D, static_cast<float>(1.0 / std::sqrt(128.0))};
   Twin att = Act(std::vector<float>(rows * Hq * D), {rows, Hq * D});
-  b.cpu->PagedAttention(q.cpu, cc, mc, shape, att.cpu);
-  b.gpu->PagedAttention(q.gpu, cg, mg, shape, att.gpu);
+  b.cpu_ops->PagedAttention(q.cpu, cc, mc, shape, att.cpu);
+  b.gpu_ops->PagedAttention(q.gpu, cg, mg, shape, att.gpu);
   CHECK(Compare("PagedAttention (decode 32K + chunks)", att) < kTol);
 
   engine::backend::MsaParams msa{Hi, Di, B, topk, 1};
   Twin sel = Ints(std::vector<int32_t>(Hi * rows * topk, -7), {Hi, rows, topk});
-  b.cpu->MsaSelectBlocks(iq.cpu, cc, mc, msa, sel.cpu);
-  b.gpu->MsaSelectBlocks(iq.gpu, cg, mg, msa, sel.gpu);
+  b.cpu_ops->MsaSelectBlocks(iq.cpu, cc, mc, msa, sel.cpu);
+  b.gpu_ops->MsaSelectBlocks(iq.gpu, cg, mg, msa, sel.gpu);
   const std::vector<int32_t> sc = GetInts(*b.cpu, sel.cpu), sg = GetInts(*b.gpu, sel.gpu);
   // Mismatches: the set of selected blocks differs. A near-tie: the two sides' k-th scores are
   // within bf16 rounding of the score (both computed here in double from the same bf16 data).
@@ -344,14 +348,14 @@ void CheckPagedAttentionOps(const std::vector<std::pair<int32_t, int32_t>>& seqs
 
   // Block-sparse attention over the GPU's selection on both sides.
   b.cpu->Upload(sg.data(), sel.cpu);
-  b.cpu->BlockSparseAttention(q.cpu, cc, mc, shape, sel.cpu, topk, B, att.cpu);
-  b.gpu->BlockSparseAttention(q.gpu, cg, mg, shape, sel.gpu, topk, B, att.gpu);
+  b.cpu_ops->BlockSparseAttention(q.cpu, cc, mc, shape, sel.cpu, topk, B, att.cpu);
+  b.gpu_ops->BlockSparseAttention(q.gpu, cg, mg, shape, sel.gpu, topk, B, att.gpu);
   CHECK(Compare("BlockSparseAttention (top-16 of 128)", att) < kTol);
 
   const std::vector<float> unfused = Get(*b.gpu, att.gpu);
   b.gpu->Upload(std::vector<int32_t>(Hi * rows * topk, -7).data(), sel.gpu);
   b.gpu->Upload(std::vector<float>(rows * Hq * D, 0.0f).data(), att.gpu);
-  b.gpu->MsaAttention(q.gpu, iq.gpu, cg, mg, msa, shape, sel.gpu, att.gpu);
+  b.gpu_ops->MsaAttention(q.gpu, iq.gpu, cg, mg, msa, shape, sel.gpu, att.gpu);
   CHECK(GetInts(*b.gpu, sel.gpu) == sg);
   CHECK(Get(*b.gpu, att.gpu) == unfused);
 }
@@ -373,7 +377,7 @@ TEST_CASE("the rotary rows made on the device are the host's, bit for bit") {
     const std::vector<float> inv = kernels::cpu::RopeInverseFrequencies(rot, theta);
     std::vector<float> cos, sin;
     engine::backend::HostRopeTables(st.batch, inv, cos, sin);
-    Backend& gpu = *Both().gpu;
+    Device& gpu = *Both().gpu;
     const engine::backend::StepMetadata m =
         gpu.PrepareStepFromPositions(st.batch, st.page_size, inv);
     const std::vector<float> dc = Get(gpu, m.rope_cos), ds = Get(gpu, m.rope_sin);
@@ -396,14 +400,14 @@ TEST_CASE("MoE routing and grouped experts match the CPU twins") {
     Twin bias = Weight(Random(E, 32, 0.1f), {E});
     Twin ids = Ints(std::vector<int32_t>(rows * topk), {rows, topk});
     Twin wts = Act(std::vector<float>(rows * topk), {rows, topk}, DType::kF32);
-    b.cpu->MoeRoute(logits.cpu, bias.cpu, ids.cpu, wts.cpu, {});
-    b.gpu->MoeRoute(logits.gpu, bias.gpu, ids.gpu, wts.gpu, {});
+    b.cpu_ops->MoeRoute(logits.cpu, bias.cpu, ids.cpu, wts.cpu, {});
+    b.gpu_ops->MoeRoute(logits.gpu, bias.gpu, ids.gpu, wts.gpu, {});
     const std::vector<int32_t> all = GetInts(*b.cpu, ids.cpu);
     CHECK(all == GetInts(*b.gpu, ids.gpu));
     CHECK(Compare("MoeRoute weights (128 experts, top-4)", wts) < 1e-6);
     // Rank 1 of 2 (expert parallelism): experts 64..127 as 0..63, the others -1.
-    b.cpu->MoeRoute(logits.cpu, bias.cpu, ids.cpu, wts.cpu, {64, 64});
-    b.gpu->MoeRoute(logits.gpu, bias.gpu, ids.gpu, wts.gpu, {64, 64});
+    b.cpu_ops->MoeRoute(logits.cpu, bias.cpu, ids.cpu, wts.cpu, {64, 64});
+    b.gpu_ops->MoeRoute(logits.gpu, bias.gpu, ids.gpu, wts.gpu, {64, 64});
     std::vector<int32_t> local = all;
     for (int32_t& e : local) e = e >= 64 ? e - 64 : -1;
     CHECK(GetInts(*b.cpu, ids.cpu) == local);
@@ -436,8 +440,8 @@ TEST_CASE("MoE routing and grouped experts match the CPU twins") {
     Twin wts = Act(w_host, {n_rows, topk}, DType::kF32);
     Twin x = Act(Random(n_rows * H, 34), {n_rows, H});
     Twin out = Act(Random(n_rows * H, 37), {n_rows, H});
-    b.cpu->MoeExperts(x.cpu, ids.cpu, wts.cpu, gate_up.cpu, down.cpu, sp, 2.5f, out.cpu);
-    b.gpu->MoeExperts(x.gpu, ids.gpu, wts.gpu, gate_up.gpu, down.gpu, sp, 2.5f, out.gpu);
+    b.cpu_ops->MoeExperts(x.cpu, ids.cpu, wts.cpu, gate_up.cpu, down.cpu, sp, 2.5f, out.cpu);
+    b.gpu_ops->MoeExperts(x.gpu, ids.gpu, wts.gpu, gate_up.gpu, down.gpu, sp, 2.5f, out.gpu);
     const std::string what = "MoeExperts (8 x 3072 x 6144, top-4, " + std::to_string(n_rows) +
                              " rows" + (remote ? ", every third pick remote)" : ")");
     CHECK(Compare(what.c_str(), out) < kTol);
@@ -460,8 +464,8 @@ TEST_CASE("vision segment attention matches the CPU twin") {
   }
   Twin c = Act(cos, {rows, rot}, DType::kF32), s = Act(sin, {rows, rot}, DType::kF32);
   Twin out = Act(std::vector<float>(rows * W), {rows, W});
-  b.cpu->SegmentAttention(qkv.cpu, c.cpu, s.cpu, rot, segments, heads, hd, out.cpu);
-  b.gpu->SegmentAttention(qkv.gpu, c.gpu, s.gpu, rot, segments, heads, hd, out.gpu);
+  b.cpu_ops->SegmentAttention(qkv.cpu, c.cpu, s.cpu, rot, segments, heads, hd, out.cpu);
+  b.gpu_ops->SegmentAttention(qkv.gpu, c.gpu, s.gpu, rot, segments, heads, hd, out.gpu);
   CHECK(Compare("SegmentAttention (16 x 80, segments 200 + 256)", out) < kTol);
 }
 

@@ -23,10 +23,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/cpu/cpu_backend.h"
-#include "engine/backend/make_backend.h"
-#include "engine/runtime/counter_rng.h"
+#include "engine/backend/cpu/cpu_device.h"
+#include "engine/backend/make_device.h"
+#include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
+#include "engine/step/counter_rng.h"
 #include "kernels/cuda/sampling.cuh"
 #include "tests/cuda/demo_prompts.h"
 #include "tests/test_util.h"
@@ -37,7 +38,7 @@ namespace {
 using engine::SampledToken;
 using engine::SampleRow;
 using engine::SamplingParams;
-using engine::backend::Backend;
+using engine::backend::Device;
 using engine::backend::DeviceTensor;
 
 constexpr double kNear = 1e-6;  // "within rounding" of a boundary, as a share of the mass
@@ -170,8 +171,8 @@ std::vector<Mode> Modes() {
 }
 
 void CompareAtVocab(int64_t V, int rows_per_mode) {
-  std::unique_ptr<Backend> cpu = engine::backend::MakeCpuBackend();
-  std::unique_ptr<Backend> gpu = engine::backend::MakeBackend("cuda");
+  std::unique_ptr<Device> cpu = engine::backend::MakeCpuDevice();
+  std::unique_ptr<Device> gpu = engine::backend::MakeDevice("cuda");
   std::mt19937_64 rng(V);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   int64_t draws = 0, mismatches = 0, near = 0;
@@ -273,8 +274,8 @@ TEST_CASE("device sampling picks the host sampler's tokens at the demo vocab (43
 }
 
 TEST_CASE("device sampling: every token masked falls back to the raw argmax; empty batch") {
-  std::unique_ptr<Backend> cpu = engine::backend::MakeCpuBackend();
-  std::unique_ptr<Backend> gpu = engine::backend::MakeBackend("cuda");
+  std::unique_ptr<Device> cpu = engine::backend::MakeCpuDevice();
+  std::unique_ptr<Device> gpu = engine::backend::MakeDevice("cuda");
   const int64_t V = 4;
   const std::vector<float> logits = {0.5f, 2.0f, 1.0f, 2.0f};
   Row r;

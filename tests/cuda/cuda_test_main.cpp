@@ -6,12 +6,12 @@
 
 #include <cstdio>
 
-#include "engine/backend/make_backend.h"
+#include "engine/backend/make_device.h"
 #include "shared/error.h"
 
 int main(int argc, char** argv) {
   try {
-    m3::engine::backend::MakeBackend("cuda");
+    m3::engine::backend::MakeDevice("cuda");
   } catch (const m3::Error& e) {
     if (e.code() != m3::ErrorCode::kUnavailable && e.code() != m3::ErrorCode::kUnsupported) throw;
     std::printf("cuda_test SKIPPED: %s\n", e.what());

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/runtime/model_runner.h"
+#include "engine/step/model_runner.h"
 
 namespace m3::test {
 

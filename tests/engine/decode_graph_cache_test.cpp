@@ -6,14 +6,14 @@
 
 #include <vector>
 
-#include "engine/backend/make_backend.h"
-#include "engine/minimax_m3/decode_graph_cache.h"
+#include "engine/backend/decode_graph_cache.h"
+#include "engine/backend/make_device.h"
 #include "tests/test_util.h"
 
 namespace m3::test {
 namespace {
 
-using engine::minimax_m3::DecodeGraphCache;
+using engine::backend::DecodeGraphCache;
 
 TEST_CASE(
     "decode graph buckets: rows 1, 2, 4, 8, 16, 24, 32, then steps of 16; widths powers of two") {
@@ -22,7 +22,7 @@ TEST_CASE(
   CHECK(DecodeGraphCache::RowBuckets(3) == std::vector<int64_t>{1, 2, 4});
   CHECK(DecodeGraphCache::RowBuckets(100) ==
         std::vector<int64_t>{1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112});
-  auto be = engine::backend::MakeBackend("cpu");
+  auto be = engine::backend::MakeDevice("cpu");
   DecodeGraphCache cache(*be, 40, 65, 16, 99, 8);
   CHECK(cache.max_rows() == 48);
   CHECK(cache.max_width() == 128);
@@ -36,7 +36,7 @@ TEST_CASE(
 }
 
 TEST_CASE("decode graphs on a backend that cannot record: the step is left to run op by op") {
-  auto be = engine::backend::MakeBackend("cpu");
+  auto be = engine::backend::MakeDevice("cpu");
   const int64_t page = 16, rot = 8, vocab = 32;
   DecodeGraphCache cache(*be, 8, 4, page, 9, rot);
   // Three decodes at positions 5, 6, 7 on pages 0, 1, 2.

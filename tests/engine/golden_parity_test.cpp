@@ -7,12 +7,15 @@
 #include <map>
 
 #include "engine/generate.h"
-#include "shared/model_config.h"
+#include "engine/minimax_m3/m3_config.h"
 #include "tests/engine/golden_cases.h"
 #include "tests/test_util.h"
 
 namespace m3::test {
 namespace {
+
+using engine::minimax_m3::LoadModelConfig;
+using engine::minimax_m3::ModelConfig;
 
 // What the float32 CPU path reaches on every case (the goldens allow 1e-4).
 constexpr double kTol = 1e-5;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/model.h"
-#include "engine/runtime/model_runner.h"
+#include "engine/step/model_runner.h"
 #include "shared/safetensors.h"
 
 namespace m3::test {

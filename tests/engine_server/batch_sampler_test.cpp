@@ -5,8 +5,8 @@
 #include <cmath>
 #include <map>
 
-#include "engine/runtime/batch_sampler.h"
-#include "engine/runtime/counter_rng.h"
+#include "engine/step/batch_sampler.h"
+#include "engine/step/counter_rng.h"
 #include "shared/error.h"
 
 namespace m3::engine {

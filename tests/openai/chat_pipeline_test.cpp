@@ -23,8 +23,10 @@
 #include "gateway/openai/output_options.h"
 #include "gateway/openai/request_body.h"
 #include "gateway/openai/response_formatter.h"
+#include "gateway/template/chat_template.h"
+#include "gateway/text/chat_format.h"
 #include "gateway/text/prompt_builder.h"
-#include "shared/model_config.h"
+#include "shared/model_config_view.h"
 #include "tests/engine_server/server_process.h"
 #include "tests/test_util.h"
 
@@ -50,7 +52,8 @@ class Pipeline {
       : router_(router),
         builder_(text::PromptBuilder::FromModelDir(kModel)),
         pre_(media::LoadVisionProcessor(kModel), {}),
-        eos_(LoadModelConfig(kModel).eos_token_ids()) {
+        eos_(LoadModelConfigView(kModel).eos_token_ids()),
+        format_(text::DetectChatFormat(tmpl::LoadChatTemplateSource(kModel))) {
     model_.name = "chat-e2e";
     model_.generation = LoadGenerationConfig(kModel);
     model_.max_model_len = router_.endpoints()[0]->model_info()->max_model_len();
@@ -88,7 +91,7 @@ class Pipeline {
     session_request.request = request;
     auto formatter =
         openai::MakeChatFormatter(builder_.tokenizer(), {"chatcmpl-1", 1700000000, model_.name},
-                                  openai::ChatOutputOptions(req, eos_, prompt.rendered),
+                                  openai::ChatOutputOptions(req, eos_, prompt.rendered, format_),
                                   req.stream.stream, req.stream.include_usage, false);
     std::mutex mu;
     std::condition_variable cv;
@@ -119,6 +122,7 @@ class Pipeline {
   text::PromptBuilder builder_;
   media::MediaPreprocessor pre_;
   std::vector<int64_t> eos_;
+  text::ChatFormat format_;  // as `serve` detects it from the template
   openai::ServedModel model_;
   std::atomic<int> next_id_{0};
 };

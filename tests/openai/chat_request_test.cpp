@@ -309,3 +309,74 @@ TEST_CASE("error bodies stay valid JSON for any bytes") {
   CHECK(body["error"]["param"] == "p\xEF\xBF\xBD");
   CHECK_FALSE(body.dump().empty());
 }
+
+TEST_CASE("chat_template_kwargs: checked, merged over the server's defaults") {
+  ChatRequest r = Parse(With("chat_template_kwargs", R"({"thinking_mode":"enabled","x":[1]})"));
+  CHECK(r.chat_template_kwargs.dump() == R"({"thinking_mode":"enabled","x":[1]})");
+  CHECK(r.ToPromptInput().extra_context.dump() == R"({"thinking_mode":"enabled","x":[1]})");
+  // The request's keys over the defaults, one by one; a null unsets a default.
+  const Json defaults = Json::parse(R"({"thinking_mode":"disabled","model_identity":"M"})");
+  CHECK(r.ToPromptInput(defaults).extra_context.dump() ==
+        R"({"thinking_mode":"enabled","model_identity":"M","x":[1]})");
+  CHECK(Parse(With("chat_template_kwargs", R"({"thinking_mode":null})"))
+            .ToPromptInput(defaults)
+            .extra_context.dump() == R"({"model_identity":"M"})");
+  CHECK(Parse(With("seed", "1")).ToPromptInput(defaults).extra_context == defaults);
+  for (const char* mode : {"enabled", "disabled", "adaptive"}) {
+    CHECK(Parse(With("chat_template_kwargs", Cat({R"({"thinking_mode":")", mode, "\"}"})))
+              .chat_template_kwargs["thinking_mode"] == mode);
+  }
+
+  Fails(With("chat_template_kwargs", "\"enabled\""), 400, "chat_template_kwargs", "invalid_type");
+  Fails(With("chat_template_kwargs", "[]"), 400, "chat_template_kwargs", "invalid_type");
+  const std::string msg = Fails(With("chat_template_kwargs", R"({"thinking_mode":"on"})"), 400,
+                                "chat_template_kwargs.thinking_mode", "invalid_value");
+  CHECK(msg.find("\"on\"") != std::string::npos);
+  CHECK(msg.find("adaptive") != std::string::npos);
+  Fails(With("chat_template_kwargs", R"({"thinking_mode":true})"), 400,
+        "chat_template_kwargs.thinking_mode", "invalid_type");
+  Fails(With("chat_template_kwargs", R"({"model_identity":{}})"), 400,
+        "chat_template_kwargs.model_identity", "invalid_type");
+}
+
+TEST_CASE("assistant reasoning in history reaches the template as reasoning_content") {
+  const ChatRequest r = Parse(R"({"messages":[{"role":"user","content":"a"},
+    {"role":"assistant","content":"b","reasoning":"thought 1"},
+    {"role":"user","content":"c"},
+    {"role":"assistant","content":"d","reasoning_content":"thought 2","reasoning":"other"},
+    {"role":"assistant","content":"e","reasoning_content":null,"reasoning":"thought 3"},
+    {"role":"user","content":"f"}]})");
+  const Json m = r.ToPromptInput().messages;
+  CHECK(m[1]["reasoning_content"] == "thought 1");
+  CHECK(m[3]["reasoning_content"] == "thought 2");  // the explicit field wins
+  CHECK(m[4]["reasoning_content"] == "thought 3");
+  CHECK_FALSE(m[0].contains("reasoning_content"));
+
+  Fails(R"({"messages":[{"role":"assistant","content":"x","reasoning_content":5}]})", 400,
+        "messages[0].reasoning_content", "invalid_type");
+  const std::string msg =
+      Fails(R"({"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"x",
+      "reasoning":["a"]}]})",
+            400, "messages[1].reasoning", "invalid_type");
+  CHECK(msg.find("messages[1].reasoning") != std::string::npos);
+}
+
+TEST_CASE("assistant tool calls reach the template with object arguments") {
+  const ChatRequest r = Parse(R"({"messages":[{"role":"user","content":"a"},
+    {"role":"assistant","content":null,"tool_calls":[
+      {"id":"c0","type":"function","function":{"name":"f","arguments":"{\"city\":\"Paris\",\"n\":[1,2]}"}},
+      {"id":"c1","type":"function","function":{"name":"g","arguments":{"x":true}}},
+      {"id":"c2","type":"function","function":{"name":"h","arguments":" "}}]},
+    {"role":"tool","tool_call_id":"c0","content":"ok"}]})");
+  const Json calls = r.ToPromptInput().messages[1]["tool_calls"];
+  CHECK(calls[0]["function"]["arguments"].dump() == R"({"city":"Paris","n":[1,2]})");
+  CHECK(calls[1]["function"]["arguments"].dump() == R"({"x":true})");
+  CHECK(calls[2]["function"]["arguments"].dump() == "{}");
+
+  Fails(
+      R"({"messages":[{"role":"assistant","content":"x","tool_calls":[{"function":{"name":"f","arguments":"{\"a\":"}}]}]})",
+      400, "messages[0].tool_calls[0].function.arguments", "invalid_value");
+  Fails(
+      R"({"messages":[{"role":"assistant","content":"x","tool_calls":[{"function":{"name":"f","arguments":"[1]"}}]}]})",
+      400, "messages[0].tool_calls[0].function.arguments", "invalid_value");
+}

@@ -71,7 +71,7 @@ Generation Request(int max_tokens, bool stream, std::vector<std::string> stop = 
     req.sampling = s;
     r.formatter = m3::openai::MakeChatFormatter(
         Tok(), {"chatcmpl-x", 1, "m3"},
-        m3::openai::ChatOutputOptions(req, eos, c["prompt"].get<std::string>()), stream, stream,
+        m3::openai::ChatOutputOptions(req, eos, c["prompt"].get<std::string>(), {}), stream, stream,
         false);
   } else {
     m3::openai::CompletionRequest req;

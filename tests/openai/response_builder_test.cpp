@@ -10,6 +10,7 @@
 #include "gateway/openai/chat_request.h"
 #include "gateway/openai/chat_stream.h"
 #include "gateway/openai/output_options.h"
+#include "gateway/openai/response_json.h"
 #include "gateway/openai/text_completion.h"
 #include "tests/test_util.h"
 
@@ -44,7 +45,7 @@ m3::text::OutputParserOptions Options(const std::string& body_tools = "") {
   model.name = "m3";
   const ChatRequest req = ParseChatRequest(Json::parse(body), model, {});
   const std::vector<int64_t> eos = {Eos()};
-  auto o = ChatOutputOptions(req, eos, "]~b]ai\n<think>\n");
+  auto o = ChatOutputOptions(req, eos, "]~b]ai\n<think>\n", m3::text::ChatFormat{});
   o.make_tool_call_id = [](size_t i) { return "call_" + std::to_string(i); };
   return o;
 }
@@ -222,4 +223,18 @@ TEST_CASE("text completion: streamed and whole") {
   CHECK(lp["tokens"].size() == ids.size());
   CHECK(lp["text_offset"][0] == 0);
   CHECK(body["usage"]["total_tokens"] == 6);
+}
+
+TEST_CASE("tool-call JSON: whole, a stream's first piece, a continuation piece") {
+  m3::text::ToolCall whole{1, "call_1", "get_weather", R"({"city":"Paris"})"};
+  CHECK(
+      ToolCallJson(whole, false).dump() ==
+      R"({"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}})");
+  m3::text::ToolCall first{1, "call_1", "get_weather", ""};
+  CHECK(
+      ToolCallJson(first, true).dump() ==
+      R"({"index":1,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}})");
+  m3::text::ToolCall more{1, "", "", R"({"city":"Paris")"};
+  CHECK(ToolCallJson(more, true).dump() ==
+        R"({"index":1,"function":{"arguments":"{\"city\":\"Paris\""}})");
 }

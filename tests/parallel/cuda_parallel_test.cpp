@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/make_backend.h"
+#include "engine/backend/make_device.h"
 #include "engine/parallel/nccl_communicator.h"
 #include "engine/parallel/rank_threads.h"
 #include "shared/error.h"
@@ -132,7 +132,7 @@ TEST_CASE("2 GPUs: a random 4-layer checkpoint at the real widths, layer by laye
 // index head a rank, 32 experts a rank).
 TEST_CASE("4 GPUs: m3-tiny and the real widths, tp 4 / ep 4 / both") {
   try {
-    engine::backend::MakeBackend("cuda:3");
+    engine::backend::MakeDevice("cuda:3");
   } catch (const Error& e) {
     MESSAGE("fewer than 4 GPUs: " << e.what());
     return;
@@ -148,11 +148,11 @@ TEST_CASE(
   auto group = std::make_shared<NcclGroup>(std::vector<int>{0, 1});
   engine::parallel::RankThreads threads(2);
   threads.SetOnStuck([group] { group->Abort(); }, std::chrono::milliseconds(1000));
-  std::vector<std::unique_ptr<engine::backend::Backend>> be(2);
+  std::vector<std::unique_ptr<engine::backend::Device>> be(2);
   std::vector<std::unique_ptr<engine::parallel::Communicator>> comm(2);
   std::vector<engine::backend::DeviceTensor> t(2);
   threads.Run([&](int r) {
-    be[r] = engine::backend::MakeBackend("cuda:" + std::to_string(r));
+    be[r] = engine::backend::MakeDevice("cuda:" + std::to_string(r));
     comm[r] = group->Bind(r, *be[r]);
     t[r] = be[r]->Alloc(DType::kF32, {4});
   });
@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
   ::setenv("NCCL_NVLS_ENABLE", "0", 0);
   for (const char* device : {"cuda:0", "cuda:1"}) {
     try {
-      m3::engine::backend::MakeBackend(device);
+      m3::engine::backend::MakeDevice(device);
     } catch (const m3::Error& e) {
       std::printf("cuda_parallel_test SKIPPED: needs 2 GPUs; %s: %s\n", device, e.what());
       return 77;

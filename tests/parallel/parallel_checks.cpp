@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "kernels/cpu/sampling.h"
 #include "tests/engine/golden_cases.h"

@@ -13,12 +13,13 @@
 #include <string>
 #include <thread>
 
+#include "engine/minimax_m3/m3_config.h"
+#include "engine/minimax_m3/m3_shard_plan.h"
+#include "engine/model_registry.h"
 #include "engine/parallel/in_process_communicator.h"
 #include "engine/parallel/rank_threads.h"
-#include "engine/parallel/shard_plan.h"
-#include "engine/runtime/model_runner.h"
+#include "engine/step/model_runner.h"
 #include "shared/error.h"
-#include "shared/model_config.h"
 #include "tests/cuda/demo_prompts.h"
 #include "tests/engine/golden_cases.h"
 #include "tests/parallel/parallel_checks.h"
@@ -26,6 +27,9 @@
 
 namespace m3::test {
 namespace {
+
+using engine::minimax_m3::LoadModelConfig;
+using engine::minimax_m3::ModelConfig;
 
 std::unique_ptr<engine::ModelRunner> Load(const std::string& set, Parallel p) {
   engine::RunnerOptions o;
@@ -118,7 +122,7 @@ TEST_CASE("parallel configs the model cannot take are refused by name") {
   CheckRefused("m3-alt", {1, 3}, "dense_intermediate_size 80");
   // ShardPlan directly: the ranges of a rank.
   const ModelConfig c = LoadModelConfig(DataPath("m3-tiny/model"));
-  const engine::parallel::ShardPlan r3 = engine::parallel::MakeShardPlan(c.text, 4, 4, 3);
+  const engine::minimax_m3::ShardPlan r3 = engine::minimax_m3::MakeShardPlan(c.text, 4, 4, 3);
   CHECK(r3.q_heads.first == 3);
   CHECK(r3.q_heads.count == 1);
   CHECK(r3.kv_heads.first == 1);  // 4 ranks, 2 KV heads: ranks 2 and 3 keep KV head 1
@@ -131,10 +135,10 @@ TEST_CASE("parallel configs the model cannot take are refused by name") {
   CHECK(r3.vocab.count == 128);
   // The demo model's 439 entries are not divisible by 2: its LM head stays whole.
   const ModelConfig demo = LoadModelConfig(DataPath("demo-model/model"));
-  const engine::parallel::ShardPlan d1 = engine::parallel::MakeShardPlan(demo.text, 2, 2, 1);
+  const engine::minimax_m3::ShardPlan d1 = engine::minimax_m3::MakeShardPlan(demo.text, 2, 2, 1);
   CHECK(!d1.vocab_gather);
   CHECK(d1.vocab.count == demo.text.vocab_size);
-  const engine::parallel::ShardPlan t1 = engine::parallel::MakeShardPlan(c.text, 2, 1, 1);
+  const engine::minimax_m3::ShardPlan t1 = engine::minimax_m3::MakeShardPlan(c.text, 2, 1, 1);
   CHECK(t1.experts.count == c.text.num_local_experts);
   CHECK(t1.expert_inter.first == c.text.intermediate_size / 2);
 }

@@ -106,9 +106,11 @@ export async function staticServer(dir, routes = {}) {
   return {port, host: `127.0.0.1:${port}`, url: (p) => `http://127.0.0.1:${port}${p}`, server};
 }
 
-// Starts an engine on `model` and a gateway in front of it. `gatewayArgs` are appended to
-// `m3-gateway serve`; returns {baseUrl, gateway, engine, stop()}.
-export async function startStack({binDir, model, gatewayArgs = [], engineArgs = []}) {
+// Starts an engine on `model` and a gateway in front of it (on `gatewayModel`, default the same
+// directory: another one must hold the same model with other tokenizer or template files).
+// `gatewayArgs` are appended to `m3-gateway serve`; returns {baseUrl, gateway, engine, stop()}.
+export async function startStack(
+    {binDir, model, gatewayModel = model, gatewayArgs = [], engineArgs = []}) {
   const engine = await startProcess(
       'm3-engine serve',
       path.join(binDir, 'm3-engine'),
@@ -123,7 +125,7 @@ export async function startStack({binDir, model, gatewayArgs = [], engineArgs = 
       [
         'serve',
         '--model',
-        model,
+        gatewayModel,
         '--host',
         '127.0.0.1',
         '--port',

@@ -1,5 +1,5 @@
-// CUDA graph capture of one step's ops on the backend's stream, and its replay: the StepGraph of
-// the CUDA backend. Capture failures (an op that synchronizes with the host, an unsupported
+// CUDA graph capture of one step's ops on the device's stream, and its replay: the StepGraph of
+// the CUDA device. Capture failures (an op that synchronizes with the host, an unsupported
 // call) end the capture cleanly and leave the stream usable, so the caller can run eagerly.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <functional>
 #include <memory>
 
-#include "engine/backend/backend.h"
+#include "engine/backend/device.h"
 
 namespace m3::engine::backend {
 

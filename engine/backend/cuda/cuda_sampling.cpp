@@ -18,7 +18,7 @@ namespace {
 namespace k = m3::kernels::cuda;
 
 // A byte array uploaded as int32 words (the backend moves integer tensors as they are).
-DeviceTensor UploadWords(Backend& be, const void* data, size_t bytes) {
+DeviceTensor UploadWords(Device& be, const void* data, size_t bytes) {
   const int64_t words = std::max<int64_t>(static_cast<int64_t>((bytes + 3) / 4), 1);
   DeviceTensor t = be.Alloc(DType::kI32, {words});
   if (bytes > 0) {
@@ -31,7 +31,7 @@ DeviceTensor UploadWords(Backend& be, const void* data, size_t bytes) {
 
 }  // namespace
 
-void CudaSampleRows(Backend& be, cudaStream_t stream, const DeviceTensor& logits,
+void CudaSampleRows(Device& be, cudaStream_t stream, const DeviceTensor& logits,
                     std::span<const SampleRow> rows, std::vector<SampledToken>& out) {
   const int64_t n = static_cast<int64_t>(rows.size());
   Require(logits.dtype == DType::kF32 && logits.shape.size() == 2 && logits.shape[0] == n,

@@ -1,4 +1,4 @@
-// The CUDA backend's SampleRows: packs each row's sampling parameters, its unique history tokens
+// The CUDA device's SampleRows: packs each row's sampling parameters, its unique history tokens
 // (with their output counts; only where a penalty is on) and its min_tokens masks, uploads them,
 // runs kernels/cuda/sampling on the logits where they lie and downloads only the chosen tokens
 // and logprobs.
@@ -9,13 +9,13 @@
 #include <span>
 #include <vector>
 
-#include "engine/backend/backend.h"
+#include "engine/backend/device.h"
 
 namespace m3::engine::backend {
 
-// `backend` allocates the step's scratch and moves the packed inputs / results; the kernel runs
-// on `stream` (the backend's). Throws kInternal on a malformed logits tensor or a failed launch.
-void CudaSampleRows(Backend& backend, cudaStream_t stream, const DeviceTensor& logits,
+// `device` allocates the step's scratch and moves the packed inputs / results; the kernel runs
+// on `stream` (the device's). Throws kInternal on a malformed logits tensor or a failed launch.
+void CudaSampleRows(Device& device, cudaStream_t stream, const DeviceTensor& logits,
                     std::span<const SampleRow> rows, std::vector<SampledToken>& out);
 
 }  // namespace m3::engine::backend

@@ -1,0 +1,198 @@
+// DecodeGraphCache: bucket choice, the packed input buffer of each bucket, recording on first
+// use and replay with the step's inputs written into that buffer.
+#include "engine/backend/decode_graph_cache.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "shared/error.h"
+#include "shared/log.h"
+
+namespace m3::engine::backend {
+namespace {
+
+int64_t Align(int64_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+// A typed view of `bytes` bytes of the packed input buffer.
+DeviceTensor View(const DeviceTensor& buf, int64_t& at, DType dtype, Shape shape) {
+  DeviceTensor t;
+  t.buffer = buf.buffer;
+  t.offset = buf.offset + static_cast<size_t>(at);
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  at += Align(static_cast<int64_t>(t.bytes()));
+  return t;
+}
+
+}  // namespace
+
+DecodeGraphCache::DecodeGraphCache(Device& device, int64_t max_rows, int64_t max_width,
+                                   int64_t page_size, int32_t pad_page, int64_t rotary_dim,
+                                   bool record)
+    : device_(device),
+      buckets_(RowBuckets(max_rows)),
+      max_width_(WidthBucket(max_width)),
+      page_size_(page_size),
+      rotary_dim_(rotary_dim),
+      pad_page_(pad_page),
+      record_(record) {}
+
+std::vector<int64_t> DecodeGraphCache::RowBuckets(int64_t max_rows) {
+  std::vector<int64_t> out;
+  for (int64_t r : {1, 2, 4, 8, 16, 24, 32}) {
+    if (!out.empty() && out.back() >= max_rows) break;
+    out.push_back(r);
+  }
+  while (!out.empty() && out.back() < max_rows) out.push_back(out.back() + 16);
+  return out;
+}
+
+int64_t DecodeGraphCache::RowBucket(int64_t rows) const {
+  const auto it = std::lower_bound(buckets_.begin(), buckets_.end(), rows);
+  return it == buckets_.end() ? 0 : *it;
+}
+
+int64_t DecodeGraphCache::WidthBucket(int64_t width) const {
+  int64_t w = 1;
+  while (w < width) w *= 2;
+  return w;
+}
+
+DecodeGraphCache::Entry& DecodeGraphCache::Get(int64_t rows, int64_t width) {
+  Entry& e = entries_[{rows, width}];
+  if (e.inputs) return e;
+  e.rows = rows;
+  e.width = width;
+  const int64_t R = rows, W = width, rot = rotary_dim_;
+  const int64_t bytes = Align(R * 4) * 3 + Align((R + 1) * 4) + Align(R * W * 4) + Align(R * 8) +
+                        2 * Align(R * rot * 4);
+  e.inputs = device_.Alloc(DType::kI32, {bytes / 4});
+  e.host.assign(static_cast<size_t>(bytes), 0);
+  int64_t at = 0;
+  StepMetadata& m = e.meta;
+  e.ids = View(e.inputs, at, DType::kI32, {R});
+  m.positions = View(e.inputs, at, DType::kI32, {R});
+  m.query_start = View(e.inputs, at, DType::kI32, {R + 1});
+  m.context_lens = View(e.inputs, at, DType::kI32, {R});
+  m.block_tables = View(e.inputs, at, DType::kI32, {R, W});
+  m.slot_mapping = View(e.inputs, at, DType::kI64, {R});
+  m.rope_cos = View(e.inputs, at, DType::kF32, {R, rot});
+  m.rope_sin = View(e.inputs, at, DType::kF32, {R, rot});
+  m.rows = m.seqs = m.num_decodes = R;
+  m.page_size = page_size_;
+  m.max_pages_per_seq = W;
+  m.max_query_len = 1;
+  // The capacity of the tables, not this step's longest context: launch shapes must not
+  // depend on the contexts the graph is replayed with.
+  m.max_seq_len = W * page_size_;
+  m.batch = nullptr;
+  return e;
+}
+
+bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
+                           std::span<const float> sin, const Forward& forward,
+                           const std::function<void(const DeviceTensor&)>& take) {
+  const int64_t n = b.num_rows();
+  const int64_t R = RowBucket(n), W = WidthBucket(b.max_pages_per_seq), rot = rotary_dim_;
+  if (R == 0 || W > max_width_) return false;
+  Entry& e = Get(R, W);
+  if (e.failed) return false;
+
+  // The inputs' host image: the batch's rows, then padding rows (token 0 at position 0 of a
+  // one-token sequence on the pad page).
+  uint8_t* h = e.host.data();
+  int64_t at = 0;
+  auto section = [&](int64_t bytes) {
+    uint8_t* p = h + at;
+    at += Align(bytes);
+    return p;
+  };
+  auto* ids = reinterpret_cast<int32_t*>(section(R * 4));
+  auto* pos = reinterpret_cast<int32_t*>(section(R * 4));
+  auto* qs = reinterpret_cast<int32_t*>(section((R + 1) * 4));
+  auto* ctx = reinterpret_cast<int32_t*>(section(R * 4));
+  auto* tables = reinterpret_cast<int32_t*>(section(R * W * 4));
+  auto* slots = reinterpret_cast<int64_t*>(section(R * 8));
+  auto* c = reinterpret_cast<float*>(section(R * rot * 4));
+  auto* s = reinterpret_cast<float*>(section(R * rot * 4));
+  const int64_t bw = b.max_pages_per_seq;
+  std::fill(tables, tables + R * W, -1);
+  for (int64_t r = 0; r < R; ++r) {
+    const bool real = r < n;
+    ids[r] = real ? b.token_ids[r] : 0;
+    pos[r] = real ? b.positions[r] : 0;
+    qs[r] = static_cast<int32_t>(r);
+    ctx[r] = real ? b.context_lens[r] : 0;
+    if (real)
+      std::copy(b.block_tables.begin() + r * bw, b.block_tables.begin() + (r + 1) * bw,
+                tables + r * W);
+    else
+      tables[r * W] = pad_page_;
+    slots[r] = real ? b.slot_mapping[r] : int64_t{pad_page_} * page_size_;
+    for (int64_t i = 0; i < rot; ++i) {
+      c[r * rot + i] = real ? cos[r * rot + i] : 1.0f;
+      s[r * rot + i] = real ? sin[r * rot + i] : 0.0f;
+    }
+  }
+  qs[R] = static_cast<int32_t>(R);
+
+  device_.Upload(e.host.data(), e.inputs);
+  if (!record_) {
+    device_.BeginStep();
+    struct EndStep {
+      Device& be;
+      ~EndStep() { be.EndStep(); }
+    } end_step{device_};
+    const DeviceTensor logits = forward(e.meta, e.ids);
+    ++replays_;
+    take(logits.Rows(0, n));
+    return true;
+  }
+  if (!e.graph) {
+    const auto start = std::chrono::steady_clock::now();
+    device_.BeginStep();
+    struct EndStep {
+      Device& be;
+      ~EndStep() { be.EndStep(); }
+    } end_step{device_};
+    // Once op by op first (its results are the replay's: same inputs), so every buffer the ops
+    // size on first use (kernel scratch, cuBLAS heuristics) exists before the recording.
+    forward(e.meta, e.ids);
+    device_.BeginStep();  // the recording takes the workspace from its start again
+    try {
+      e.graph = device_.Record([&] { e.logits = forward(e.meta, e.ids); });
+      e.workspace_end = device_.StepWorkspaceUsed();
+    } catch (const Error& what) {
+      // An op that could not be recorded (e.g. a workspace it needs is missing): this bucket
+      // runs op by op, where the same error, if it is one, surfaces.
+      Log(LogLevel::kWarn, "decode graphs: recording failed: ", what.what());
+      e.graph = nullptr;
+    }
+    if (!e.graph) {
+      e.failed = true;
+      Log(LogLevel::kWarn, "decode graphs: bucket of ", R, " rows x ", W,
+          " pages cannot be recorded; its steps run op by op");
+      return false;
+    }
+    ++recorded_;
+    Log(LogLevel::kInfo, "decode graphs: recorded the bucket of ", R, " rows x ", W, " pages in ",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+        " ms (", recorded_, " recorded)");
+  }
+  e.graph->Replay();
+  ++replays_;
+  // What reads the logits (device sampling) takes its buffers from the step workspace above
+  // the graph's, which hold the logits.
+  device_.BeginStep(e.workspace_end);
+  struct EndStep {
+    Device& be;
+    ~EndStep() { be.EndStep(); }
+  } end_step{device_};
+  take(e.logits.Rows(0, n));
+  return true;
+}
+
+}  // namespace m3::engine::backend
