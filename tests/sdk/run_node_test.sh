@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs one Node test script of tests/sdk against the built binaries, with the pinned `openai`
-# and `@anthropic-ai/sdk` packages installed (npm ci from package-lock.json) into the build tree. Exits 77 (skipped) only
-# when node is not installed; scripts/test.sh installs it, so CI always runs the tests.
+# Runs one Node test script of tests/sdk against the built binaries, with the pinned `openai` and
+# `@anthropic-ai/sdk` packages installed (npm ci from package-lock.json) into the build tree.
+# Exits 77 (skipped) only when node is not installed; scripts/test.sh installs it, so CI always
+# runs the tests.
 # Usage: run_node_test.sh SOURCE_DIR WORK_DIR BIN_DIR TEST_DATA SCRIPT.mjs
 set -euo pipefail
 SRC=$1 WORK=$2 BIN=$3 DATA=$4 SCRIPT=$5
