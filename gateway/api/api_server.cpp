@@ -14,6 +14,7 @@
 #include "gateway/api/completion_handler.h"
 #include "gateway/api/error_response.h"
 #include "gateway/api/health_handler.h"
+#include "gateway/api/messages_handler.h"
 #include "gateway/api/metered_exchange.h"
 #include "gateway/api/model_list.h"
 #include "gateway/api/tokenize_handler.h"
@@ -43,6 +44,9 @@ std::optional<RouteInfo> Lookup(std::string_view path) {
   static const std::pair<std::string_view, RouteInfo> kRoutes[] = {
       {"/v1/chat/completions", {Route::kChat, http::verb::post, "/v1/chat/completions", true}},
       {"/v1/completions", {Route::kCompletions, http::verb::post, "/v1/completions", true}},
+      {"/v1/messages", {Route::kMessages, http::verb::post, "/v1/messages", true}},
+      {"/v1/messages/count_tokens",
+       {Route::kCountTokens, http::verb::post, "/v1/messages/count_tokens", true}},
       {"/v1/models", {Route::kModels, http::verb::get, "/v1/models", true}},
       {"/tokenize", {Route::kTokenize, http::verb::post, "/tokenize", true}},
       {"/detokenize", {Route::kDetokenize, http::verb::post, "/detokenize", true}},
@@ -71,33 +75,52 @@ bool KeyMatches(std::string_view given, const std::vector<std::string>& keys) {
   return match;
 }
 
+// Paths of the Anthropic Messages API, whose refusals use Anthropic's error shape.
+ErrorStyle StyleOf(std::string_view path) {
+  constexpr std::string_view kMessages = "/v1/messages";
+  const bool anthropic = path.substr(0, kMessages.size()) == kMessages &&
+                         (path.size() == kMessages.size() || path[kMessages.size()] == '/');
+  return anthropic ? ErrorStyle::kAnthropic : ErrorStyle::kOpenAi;
+}
+
 // The refusal the request head alone decides, if any.
 std::optional<net::HttpResponse> Refusal(const ServingContext& ctx, const net::HttpRequest& head,
                                          std::optional<RouteInfo>* found) {
   const std::string_view path = PathOf(head);
+  const ErrorStyle style = StyleOf(path);
   const std::optional<RouteInfo> route = Lookup(path);
   if (found) *found = route;
   if (!route) {
-    return ErrorResponse(404, "no route for " + std::string(path.substr(0, 200)), "not_found");
+    return ErrorResponse(style, 404, "no route for " + std::string(path.substr(0, 200)),
+                         "not_found");
   }
   const bool head_of_get = route->method == http::verb::get && head.method() == http::verb::head;
   if (head.method() != route->method && !head_of_get) {
     net::HttpResponse res = ErrorResponse(
-        405, "use " + std::string(http::to_string(route->method)) + " " + std::string(path),
+        style, 405, "use " + std::string(http::to_string(route->method)) + " " + std::string(path),
         "method_not_allowed");
     res.set(http::field::allow, http::to_string(route->method));
     return res;
   }
   if (route->authenticated && !ctx.options().api_keys.empty()) {
+    // Either header may carry the key (OpenAI clients send a bearer token, Anthropic's send
+    // x-api-key); one that is sent must be valid.
     const std::string_view auth = head[http::field::authorization];
+    const auto x_api_key = head.find("x-api-key");
     constexpr std::string_view kBearer = "Bearer ";
     const bool bearer = auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer;
-    if (!bearer || !KeyMatches(auth.substr(kBearer.size()), ctx.options().api_keys)) {
-      net::HttpResponse res =
-          ErrorResponse(401,
-                        bearer ? "the API key is not valid"
-                               : "an API key is required: send it as 'Authorization: Bearer <key>'",
-                        "invalid_api_key");
+    const bool sent = bearer || x_api_key != head.end();
+    const bool valid =
+        x_api_key != head.end()
+            ? KeyMatches(x_api_key->value(), ctx.options().api_keys)
+            : bearer && KeyMatches(auth.substr(kBearer.size()), ctx.options().api_keys);
+    if (!valid) {
+      net::HttpResponse res = ErrorResponse(
+          style, 401,
+          sent ? "the API key is not valid"
+               : "an API key is required: send it as 'Authorization: Bearer <key>' or "
+                 "'x-api-key: <key>'",
+          "invalid_api_key");
       res.set(http::field::www_authenticate, "Bearer");
       return res;
     }
@@ -114,12 +137,15 @@ std::optional<net::HttpResponse> Refusal(const ServingContext& ctx, const net::H
     // one must mean it).
     if (!type.empty() && type != "application/json") {
       return ErrorResponse(
-          415, "the body must be JSON (Content-Type: application/json), not " + type.substr(0, 100),
+          style, 415,
+          "the body must be JSON (Content-Type: application/json), not " + type.substr(0, 100),
           "unsupported_media_type");
     }
   }
-  if ((route->route == Route::kChat || route->route == Route::kCompletions) && ctx.saturated()) {
-    return ErrorResponse(429, "the server has too many requests in flight; retry later",
+  if ((route->route == Route::kChat || route->route == Route::kCompletions ||
+       route->route == Route::kMessages) &&
+      ctx.saturated()) {
+    return ErrorResponse(style, 429, "the server has too many requests in flight; retry later",
                          "too_many_requests");
   }
   if (route->route == Route::kPreprocess && ctx.pools().workers->full()) {
@@ -155,12 +181,17 @@ void ApiServer::Handle(net::HttpRequest&& request, std::shared_ptr<net::HttpExch
   exchange = MakeMeteredExchange(std::move(exchange), ctx.metrics(), route ? route->label : "other",
                                  arrival);
   if (refusal) return exchange->Respond(std::move(*refusal));
+  const ErrorStyle style = StyleOf(PathOf(request));
   try {
     switch (route->route) {
       case Route::kChat:
         return HandleChatCompletion(ctx, std::move(request), std::move(exchange), arrival);
       case Route::kCompletions:
         return HandleCompletion(ctx, std::move(request), std::move(exchange), arrival);
+      case Route::kMessages:
+        return HandleMessages(ctx, std::move(request), std::move(exchange), arrival);
+      case Route::kCountTokens:
+        return HandleCountTokens(ctx, std::move(request), std::move(exchange));
       case Route::kModels:
         return HandleModelList(ctx, *exchange);
       case Route::kModel:
@@ -181,7 +212,7 @@ void ApiServer::Handle(net::HttpRequest&& request, std::shared_ptr<net::HttpExch
         return HandleMetrics(ctx, *exchange);
     }
   } catch (...) {
-    exchange->Respond(ErrorResponseFor(std::current_exception()));
+    exchange->Respond(ErrorResponseFor(std::current_exception(), style));
   }
 }
 

@@ -2,9 +2,12 @@
 // need only the request head decided before any body byte is read (unknown path 404, wrong
 // method 405, missing or wrong API key 401, a body that is not JSON 415, a saturated server
 // 429). Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{name}],
-// POST /tokenize, POST /detokenize, POST /v1/preprocess (API keys apply to all of these),
-// and GET /health, /ready, /metrics (open, for probes and scrapers). Every response is counted
-// in the metrics by endpoint and status.
+// POST /tokenize, POST /detokenize, POST /v1/preprocess, the Anthropic Messages API's POST
+// /v1/messages and POST /v1/messages/count_tokens (API keys apply to all of these, sent as
+// "Authorization: Bearer <key>" or, as Anthropic's clients send it, "x-api-key: <key>"), and
+// GET /health, /ready, /metrics (open, for probes and scrapers). Refusals of paths under
+// /v1/messages are worded in Anthropic's error shape. Every response is counted in the metrics
+// by endpoint and status.
 #pragma once
 
 #include <memory>
@@ -28,6 +31,8 @@ class ApiServer : public std::enable_shared_from_this<ApiServer> {
   enum class Route {
     kChat,
     kCompletions,
+    kMessages,
+    kCountTokens,
     kModels,
     kModel,
     kTokenize,

@@ -1,6 +1,7 @@
 // OpenAI error responses for every failure (see error_response.h).
 #include "gateway/api/error_response.h"
 
+#include "gateway/anthropic/error_body.h"
 #include "gateway/net/api_error.h"
 #include "gateway/net/http_server.h"
 #include "gateway/openai/request_error.h"
@@ -22,11 +23,20 @@ net::HttpResponse ErrorResponse(int status, std::string_view message, std::strin
                           openai::ErrorBody(status, message, std::move(param), code).dump());
 }
 
-net::HttpResponse ErrorResponseFor(std::exception_ptr error) {
+net::HttpResponse ErrorResponse(ErrorStyle style, int status, std::string_view message,
+                                std::string_view code) {
+  if (style == ErrorStyle::kOpenAi) return ErrorResponse(status, message, code);
+  return JsonBodyResponse(status, anthropic::ErrorBody(status, message).dump());
+}
+
+net::HttpResponse ErrorResponseFor(std::exception_ptr error, ErrorStyle style) {
+  const bool openai = style == ErrorStyle::kOpenAi;
   try {
     std::rethrow_exception(error);
   } catch (const openai::RequestError& e) {
-    return JsonBodyResponse(e.http_status(), openai::ErrorBody(e).dump());
+    return JsonBodyResponse(e.http_status(),
+                            openai ? openai::ErrorBody(e).dump()
+                                   : anthropic::ErrorBody(e.http_status(), e.what()).dump());
   } catch (const Error& e) {
     // ParamErrors (media fetch and decoding) name their field; both map by ErrorCode the way
     // /v1/preprocess answers them.
@@ -34,12 +44,19 @@ net::HttpResponse ErrorResponseFor(std::exception_ptr error) {
     if (status >= 500 && e.code() == ErrorCode::kInternal) {
       Log(LogLevel::kError, "api: internal error: ", e.what());
     }
-    return JsonBodyResponse(status, net::OpenAiErrorBody(e).dump());
+    if (openai) return JsonBodyResponse(status, net::OpenAiErrorBody(e).dump());
+    std::string message = e.what();
+    // Anthropic's errors have no param field: the message must name it.
+    if (const auto* p = dynamic_cast<const net::ParamError*>(&e);
+        p && !p->param().empty() && message.find(p->param()) == std::string::npos) {
+      message = p->param() + ": " + message;
+    }
+    return ErrorResponse(style, status, message, "");
   } catch (const std::bad_alloc&) {
-    return ErrorResponse(503, "the server is out of memory; retry later", "out_of_memory");
+    return ErrorResponse(style, 503, "the server is out of memory; retry later", "out_of_memory");
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "api: unexpected error: ", e.what());
-    return ErrorResponse(500, "internal error", "internal_error");
+    return ErrorResponse(style, 500, "internal error", "internal_error");
   }
 }
 

@@ -15,10 +15,12 @@ namespace m3::api {
 
 void AdmitAndDispatch(const ServingContext& ctx, net::HttpRequest&& request,
                       std::shared_ptr<net::HttpExchange> exchange,
-                      std::chrono::steady_clock::time_point arrival, GenerationRun run) {
+                      std::chrono::steady_clock::time_point arrival, GenerationRun run,
+                      ErrorStyle style) {
   if (!ctx.TryAdmit()) {
-    return exchange->Respond(ErrorResponse(
-        429, "the server has too many requests in flight; retry later", "too_many_requests"));
+    return exchange->Respond(
+        ErrorResponse(style, 429, "the server has too many requests in flight; retry later",
+                      "too_many_requests"));
   }
   std::shared_ptr<void> admission(nullptr, [&ctx](void*) { ctx.Release(); });
   auto body = std::make_shared<std::string>(std::move(request.body()));
@@ -26,7 +28,8 @@ void AdmitAndDispatch(const ServingContext& ctx, net::HttpRequest&& request,
   if (!ctx.Dispatch(size, [&ctx, body, exchange, arrival, admission, run] {
         run(ctx, *body, exchange, arrival, admission);
       })) {
-    exchange->Respond(ErrorResponse(429, "the request queue is full; retry later", "queue_full"));
+    exchange->Respond(
+        ErrorResponse(style, 429, "the request queue is full; retry later", "queue_full"));
   }
 }
 

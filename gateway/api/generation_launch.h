@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/api/error_response.h"
 #include "gateway/api/media_stage.h"
 #include "gateway/api/serving_context.h"
 #include "gateway/net/http_exchange.h"
@@ -36,9 +37,11 @@ using GenerationRun = void (*)(const ServingContext& ctx, const std::string& bod
                                const std::shared_ptr<net::HttpExchange>& exchange,
                                std::chrono::steady_clock::time_point arrival,
                                std::shared_ptr<void> admission);
+// The refusals are worded in `style`.
 void AdmitAndDispatch(const ServingContext& ctx, net::HttpRequest&& request,
                       std::shared_ptr<net::HttpExchange> exchange,
-                      std::chrono::steady_clock::time_point arrival, GenerationRun run);
+                      std::chrono::steady_clock::time_point arrival, GenerationRun run,
+                      ErrorStyle style = ErrorStyle::kOpenAi);
 
 // Throws RequestError (context length, 503 when no engine is healthy) before anything is sent.
 void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchange> exchange,

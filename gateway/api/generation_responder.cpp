@@ -1,12 +1,11 @@
-// A generation's events as the OpenAI response (see generation_responder.h).
+// A generation's events as the API's response (see generation_responder.h).
 #include "gateway/api/generation_responder.h"
 
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "gateway/openai/request_error.h"
-#include "gateway/openai/sse.h"
+#include "shared/error.h"
 
 namespace m3::api {
 namespace {
@@ -60,12 +59,11 @@ class GenerationResponder : public engine_client::GenerationObserver {
 
   void OnError(const engine_client::GenerationError& error) override {
     const auto [status, code] = StatusOf(error.kind);
-    const nlohmann::json body = openai::ErrorBody(status, error.message, std::nullopt, code);
     if (formatter_->streaming() && started_writing_) {
-      Write({openai::SseError(body), openai::SseDone()});
+      Write(formatter_->StreamErrorEvents(status, error.message, code));
       if (sink_.finish) sink_.finish(200, "");
     } else if (sink_.finish) {
-      sink_.finish(status, body.dump());
+      sink_.finish(status, formatter_->ErrorBody(status, error.message, code));
     }
   }
 

@@ -1,7 +1,8 @@
 // GenerationResponder: the API side of a GenerationSession. The session's events become the
-// OpenAI response through a ResponseFormatter (SSE chunks as tokens arrive, or one body at
-// the end), and a GenerationError becomes an OpenAI error: an HTTP status and error body when
-// nothing has been written yet, or an SSE error event and [DONE] once the stream has started.
+// response through a ResponseFormatter (SSE events as tokens arrive, or one body at the end;
+// OpenAI's or Anthropic's), and a GenerationError becomes an error in the formatter's API shape:
+// an HTTP status and error body when nothing has been written yet, or the formatter's stream
+// error events once the stream has started.
 // Nothing is written before the engine's first response, so a request that fails early still
 // gets a proper status line.
 #pragma once

@@ -37,6 +37,14 @@ class TimedFormatter : public openai::ResponseFormatter {
     return inner_->Finish(engine_reason, usage);
   }
   bool output_finished() const override { return inner_->output_finished(); }
+  std::string ErrorBody(int status, std::string_view message,
+                        std::string_view code) const override {
+    return inner_->ErrorBody(status, message, code);
+  }
+  std::vector<std::string> StreamErrorEvents(int status, std::string_view message,
+                                             std::string_view code) const override {
+    return inner_->StreamErrorEvents(status, message, code);
+  }
 
  private:
   std::unique_ptr<openai::ResponseFormatter> inner_;

@@ -5,9 +5,22 @@
 
 #include "gateway/openai/chat_completion.h"
 #include "gateway/openai/chat_stream.h"
+#include "gateway/openai/request_error.h"
+#include "gateway/openai/sse.h"
 #include "gateway/openai/text_completion.h"
 
 namespace m3::openai {
+
+std::string ResponseFormatter::ErrorBody(int http_status, std::string_view message,
+                                         std::string_view code) const {
+  return openai::ErrorBody(http_status, message, std::nullopt, code).dump();
+}
+
+std::vector<std::string> ResponseFormatter::StreamErrorEvents(int http_status,
+                                                              std::string_view message,
+                                                              std::string_view code) const {
+  return {SseError(openai::ErrorBody(http_status, message, std::nullopt, code)), SseDone()};
+}
 namespace {
 
 std::string Dump(const nlohmann::ordered_json& body) {

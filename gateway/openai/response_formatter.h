@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gateway/openai/generation_output.h"
@@ -26,6 +27,15 @@ class ResponseFormatter {
   virtual std::vector<std::string> Finish(text::FinishReason engine_reason, const Usage& usage) = 0;
   // The output ended on its own (stop string or stop token).
   virtual bool output_finished() const = 0;
+
+  // A generation that failed, in the API's own error shape: the body of the error response
+  // when nothing was written yet, and the events that end a stream already started. `code` is
+  // the OpenAI error code slug. Default: the OpenAI error object; an SSE event holding it, then
+  // [DONE].
+  virtual std::string ErrorBody(int http_status, std::string_view message,
+                                std::string_view code) const;
+  virtual std::vector<std::string> StreamErrorEvents(int http_status, std::string_view message,
+                                                     std::string_view code) const;
 };
 
 // `tokenizer` must outlive the formatter.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs one Node test script of tests/sdk against the built binaries, with the pinned `openai`
-# package installed (npm ci from package-lock.json) into the build tree. Exits 77 (skipped) only
-# when node is not installed; scripts/test.sh installs it, so CI always runs the tests.
+# Runs one Node test script of tests/sdk against the built binaries, with the pinned `openai` and
+# `@anthropic-ai/sdk` packages installed (npm ci from package-lock.json) into the build tree.
+# Exits 77 (skipped) only when node is not installed; scripts/test.sh installs it, so CI always
+# runs the tests.
 # Usage: run_node_test.sh SOURCE_DIR WORK_DIR BIN_DIR TEST_DATA SCRIPT.mjs
 set -euo pipefail
 SRC=$1 WORK=$2 BIN=$3 DATA=$4 SCRIPT=$5
@@ -18,7 +19,7 @@ if [ -z "${npm_config_cafile:-}" ] && [ -z "${NODE_EXTRA_CA_CERTS:-}" ] &&
   export npm_config_cafile=/etc/ssl/certs/ca-certificates.crt
 fi
 mkdir -p "$WORK"
-# The scripts run from the work directory so that `import 'openai'` finds its node_modules.
+# The scripts run from the work directory so that their imports find node_modules.
 cp "$SRC"/*.mjs "$WORK"/
 want=$(sha256sum <"$SRC/package-lock.json")
 installed() { [ "$(cat "$WORK/node_modules/.m3-lock" 2>/dev/null || true)" = "$want" ]; }
