@@ -15,7 +15,7 @@
 namespace m3::kernels::cpu {
 
 // Rows up to which Linear takes this path: up to 32 rows it matches or beats sgemm on one
-// thread (docs/PERF.md), and it leaves sgemm's worker threads asleep.
+// thread (docs/perf-log/cpu-serving.md), and it leaves sgemm's worker threads asleep.
 constexpr int64_t kSmallLinearRows = 32;
 
 // Computes the product and returns true, or returns false (leaving y alone) when this CPU has

@@ -5,16 +5,16 @@
 //   waits for the host, so the step can be recorded as a CUDA graph;
 // - decode sizes on shapes those kernels do not take: one GEMV per pick through
 //   cublasGemmBatchedEx, its pointer arrays built on the device (as fast as the GEMV kernels
-//   at one or two rows, docs/PERF.md, but it cannot leave out the picks of another rank's
-//   experts, which the GEMV kernels skip);
+//   at one or two rows, docs/perf-log/moe-and-layer.md, but it cannot leave out the picks of
+//   another rank's experts, which the GEMV kernels skip);
 // - larger batches: a counting sort on the host over the downloaded expert ids (one
 //   synchronization per MoE layer), the rows gathered on the device, each expert's GEMMs over
 //   all its rows. Groups of similar size (prefill with balanced routing) are padded to the
 //   largest and run as one cublasGemmBatchedEx per projection, which fills the GPU where each
 //   expert's GEMM alone would not; uneven ones run the gate_up GEMMs of every expert in one
 //   cublasGemmGroupedBatchedEx call for small groups, or one cublasGemmEx per expert for large
-//   groups, which measured faster there (docs/PERF.md), and the down GEMMs (f32 out, which
-//   the grouped call refuses) per expert; per-expert GEMMs spread over side streams.
+//   groups, which measured faster there (docs/perf-log/moe-and-layer.md), and the down GEMMs (f32
+//   out, which the grouped call refuses) per expert; per-expert GEMMs spread over side streams.
 // Negative ids (expert parallelism: picks of experts another rank holds) add nothing on any
 // path. M3_MOE_GEMM=gemv|pick|padded|grouped|loop forces a path where it can run (tests,
 // benchmarks).

@@ -450,10 +450,10 @@ int SparseClusterSize(int64_t pairs) {
 // memory is raised past half an SM's. At its own 106 KB two CTAs fit an SM, and after a bf16
 // index scan one cluster of the four at batch 1 landed two to an SM in nearly every call (their
 // `%smid`s): their K/V copies and attention, bound by one SM's latencies rather than by HBM
-// ("The selecting attention phase by phase" in docs/PERF.md), then held up the cluster's merge.
-// H100, 128K batch 1, no data in L2, bf16 index keys: scan + selecting attention chained
-// 20.6-20.7 -> 20.0-20.1 us, in a step's order (after the key write) 23.3-23.5 -> 21.9-22.0 us.
-// FP8 index keys unchanged: their scan blocks (50 KB, two an SM) leave room for one attention
+// ("The selecting attention phase by phase" in docs/perf-log/msa-decode.md), then held up the
+// cluster's merge. H100, 128K batch 1, no data in L2, bf16 index keys: scan + selecting attention
+// chained 20.6-20.7 -> 20.0-20.1 us, in a step's order (after the key write) 23.3-23.5 -> 21.9-22.0
+// us. FP8 index keys unchanged: their scan blocks (50 KB, two an SM) leave room for one attention
 // CTA either way.
 template <int D, bool kSelect>
 size_t ClusterLaunchSmem(int64_t clusters, int cluster) {

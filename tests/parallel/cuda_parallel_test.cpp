@@ -101,7 +101,8 @@ engine::ModelInputs RandomPrompt(int tokens) {
 // from float32 than 3x the single GPU's distance + 5e-2, the first layer's output within 2x the
 // single GPU's distance. Greedy tokens are not compared: one GPU's MSA selections already
 // differ from float32's in 7.5% of the entries (random index weights, near-tied block scores),
-// and on 4 GPUs ep 4's decodes parted from one GPU's while tp 4's did not (docs/PERF.md).
+// and on 4 GPUs ep 4's decodes parted from one GPU's while tp 4's did not
+// (docs/perf-log/parallel.md).
 void CheckRealWidths2Layers(const Groups& groups) {
   const char* dir = RealWidthCheckpoint("M3_PARALLEL_CHECKPOINT_2L");
   if (!dir) return;
