@@ -31,8 +31,10 @@ const stack = await startStack({
 const openai = new OpenAI({baseURL: `${stack.baseUrl}/v1`, apiKey: 'unused', maxRetries: 0});
 const anthropic = new Anthropic({baseURL: stack.baseUrl, apiKey: 'unused', maxRetries: 0});
 
-const SPECIAL = ['<mm:think>', '</mm:think>', ']<]minimax[>[', '<tool_call>', '</tool_call>',
-                 '<invoke', '[e~[', ']~b]'];
+const SPECIAL = [
+  '<mm:think>', '</mm:think>', ']<]minimax[>[', '<tool_call>', '</tool_call>', '<invoke', '[e~[',
+  ']~b]'
+];
 function noSpecialText(value) {
   const s = JSON.stringify(value);
   for (const t of SPECIAL) assert.ok(!s.includes(t), `${t} in ${s}`);
@@ -50,7 +52,8 @@ function chatMessages(messages) {
   return messages.map((m) => !m.tool_calls ? m : {
     ...m,
     tool_calls: m.tool_calls.map(
-        (t) => ({...t, function: {...t.function, arguments: JSON.stringify(t.function.arguments)}})),
+        (t) =>
+            ({...t, function: {...t.function, arguments: JSON.stringify(t.function.arguments)}})),
   });
 }
 
@@ -112,8 +115,14 @@ function joinChat(chunks) {
           assert.match(t.id ?? '', /\S/, 'the first delta of a call carries its id');
           assert.equal(t.type, 'function');
           assert.match(t.function?.name ?? '', /\S/, 'the first delta of a call carries its name');
-          call = {id: t.id, type: 'function', function: {name: t.function.name, arguments: ''},
-                  first: n, last: n, fragments: 0};
+          call = {
+            id: t.id,
+            type: 'function',
+            function: {name: t.function.name, arguments: ''},
+            first: n,
+            last: n,
+            fragments: 0
+          };
           out.calls[t.index] = call;
         } else {
           assert.equal(t.id ?? call.id, call.id);
@@ -148,8 +157,10 @@ for (const c of cases) {
     assert.equal(whole.choices[0].finish_reason, finish);
     assert.equal(m.reasoning_content ?? null, want.reasoning_content);
     assert.equal(m.content ?? null, want.content);
-    if (want.tool_calls) assertCalls(m.tool_calls, want.tool_calls);
-    else assert.equal((m.tool_calls ?? []).length, 0);
+    if (want.tool_calls)
+      assertCalls(m.tool_calls, want.tool_calls);
+    else
+      assert.equal((m.tool_calls ?? []).length, 0);
     assert.equal(whole.usage.prompt_tokens, c.prompt_ids.length);
     assert.equal(whole.usage.completion_tokens, c.reply_ids.length);
 
@@ -168,28 +179,62 @@ for (const c of cases) {
   });
 }
 
-checks.add('chat completion: the streamed tool call and its result make the next turn', async () => {
-  const first = find('weather', 'enabled');
-  const s = joinChat(await streamed(chatRequest(first)));
-  const next = find('weather_result', 'enabled');
-  const tool = next.request.messages.at(-1);
-  const messages = [
-    ...first.request.messages,
-    {
-      role: 'assistant',
-      content: null,
-      reasoning_content: s.reasoning,
-      tool_calls: s.calls.map((t) => ({id: t.id, type: 'function', function: t.function})),
-    },
-    {role: 'tool', tool_call_id: s.calls[0].id, content: tool.content},
-  ];
-  const r = await openai.chat.completions.create({...chatRequest(next), messages});
-  noSpecialText(r);
-  assert.equal(r.usage.prompt_tokens, next.prompt_ids.length);
-  assert.equal(r.choices[0].message.reasoning_content, next.expected.reasoning_content);
-  assert.equal(r.choices[0].message.content, next.expected.content);
-  assert.equal(r.choices[0].finish_reason, 'stop');
+// Counted in tokens: the stream's logprobs say which tokens each chunk carries, and the token
+// that completes a call's `</invoke>` is its last. Each call's first delta must come earlier.
+checks.add('chat completion: each tool call is announced before its last token', async () => {
+  for (const c of [find('weather', 'enabled'), find('picnic', 'enabled')]) {
+    const stream =
+        await openai.chat.completions.create({...chatRequest(c), stream: true, logprobs: true});
+    const tokens = [];
+    const announcedAt = [];
+    for await (const chunk of stream) {
+      for (const ch of chunk.choices) {
+        noSpecialText(ch.delta ?? {});
+        for (const t of ch.logprobs?.content ?? []) tokens.push(t.token);
+        for (const t of ch.delta?.tool_calls ?? []) announcedAt[t.index] ??= tokens.length;
+      }
+    }
+    assert.equal(tokens.length, c.reply_ids.length);
+    const ends = [];
+    let text = '';
+    tokens.forEach((t, i) => {
+      const before = text.split('</invoke>').length;
+      text += t;
+      if (text.split('</invoke>').length > before) ends.push(i + 1);
+    });
+    assert.equal(ends.length, c.expected.tool_calls.length);
+    assert.equal(announcedAt.length, ends.length);
+    announcedAt.forEach(
+        (n, i) => assert.ok(
+            n < ends[i],
+            `${c.name} call ${i}: announced after ${n} tokens, its last token is token ${
+                ends[i]}`));
+  }
 });
+
+checks.add(
+    'chat completion: the streamed tool call and its result make the next turn', async () => {
+      const first = find('weather', 'enabled');
+      const s = joinChat(await streamed(chatRequest(first)));
+      const next = find('weather_result', 'enabled');
+      const tool = next.request.messages.at(-1);
+      const messages = [
+        ...first.request.messages,
+        {
+          role: 'assistant',
+          content: null,
+          reasoning_content: s.reasoning,
+          tool_calls: s.calls.map((t) => ({id: t.id, type: 'function', function: t.function})),
+        },
+        {role: 'tool', tool_call_id: s.calls[0].id, content: tool.content},
+      ];
+      const r = await openai.chat.completions.create({...chatRequest(next), messages});
+      noSpecialText(r);
+      assert.equal(r.usage.prompt_tokens, next.prompt_ids.length);
+      assert.equal(r.choices[0].message.reasoning_content, next.expected.reasoning_content);
+      assert.equal(r.choices[0].message.content, next.expected.content);
+      assert.equal(r.choices[0].finish_reason, 'stop');
+    });
 
 // The Anthropic form of an eval.json request's tools.
 const anthropicTools = (tools) => tools.map((t) => ({
@@ -308,9 +353,10 @@ checks.add('messages: the streamed tool_use and its tool_result make the next tu
       {role: 'user', content: first.request.messages[0].content},
       {
         role: 'assistant',
-        content: s.content.map((b) => b.type === 'thinking' ?
-                                    {type: 'thinking', thinking: b.thinking, signature: b.signature} :
-                                    {type: 'tool_use', id: b.id, name: b.name, input: b.input}),
+        content: s.content.map(
+            (b) => b.type === 'thinking' ?
+                {type: 'thinking', thinking: b.thinking, signature: b.signature} :
+                {type: 'tool_use', id: b.id, name: b.name, input: b.input}),
       },
       {
         role: 'user',
@@ -324,8 +370,8 @@ checks.add('messages: the streamed tool_use and its tool_result make the next tu
   };
   const r = await anthropic.messages.create(params);
   noSpecialText(r);
-  assert.equal(r.usage.input_tokens + (r.usage.cache_read_input_tokens ?? 0),
-               next.prompt_ids.length);
+  assert.equal(
+      r.usage.input_tokens + (r.usage.cache_read_input_tokens ?? 0), next.prompt_ids.length);
   assert.deepEqual(comparable(r), wantBlocks(next.expected));
   assert.equal(r.stop_reason, 'end_turn');
   assert.ok(stack.alive());
