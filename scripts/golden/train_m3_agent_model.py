@@ -18,13 +18,14 @@ reply with a logit margin of at least MARGIN at every step.
 Needs (GPU machine): torch, transformers 5.17 (minimax_m3_vl), jinja2.
 Usage: python3 train_m3_agent_model.py TESTS_DATA OUT_DIR [SECONDS]
   TESTS_DATA  tests/data (chat-e2e/model: the architecture; m3-chat/model: tokenizer, template)
-Writes OUT_DIR/model (config.json, generation_config.json, model.safetensors in bf16; copy the
-tokenizer files and chat_template.jinja from m3-chat/model beside them) and OUT_DIR/eval.json
-(each case's request, prompt, reply text and ids, expected parse, and its margin).
+Writes OUT_DIR/model (model.safetensors in bf16; config.json and generation_config.json of
+chat-e2e/model; the tokenizer files and chat_template.jinja of m3-chat/model) and
+OUT_DIR/eval.json (each case's request, prompt, reply text and ids, expected parse, and margin).
 """
 import copy
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -151,6 +152,15 @@ def margins(lg, tgt):
     return t - other
 
 
+def complete_model_dir(data, model_dir):
+    """Everything beside the weights. The config is chat-e2e's own: save_pretrained would write
+    the float32 training dtype into it, and the architecture is unchanged."""
+    for name in ("config.json", "generation_config.json"):
+        shutil.copy(os.path.join(data, "chat-e2e", "model", name), model_dir)
+    for name in ("chat_template.jinja", "tokenizer.json", "tokenizer_config.json", "processor_config.json"):
+        shutil.copy(os.path.join(data, "m3-chat", "model", name), model_dir)
+
+
 def main():
     data, out = sys.argv[1], sys.argv[2]
     budget = float(sys.argv[3]) if len(sys.argv) > 3 else 300.0
@@ -225,6 +235,7 @@ def main():
                   f"margin {e['min_margin']:.2f}", repr(tok.decode(got)), flush=True)
     os.makedirs(os.path.join(out, "model"), exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(os.path.join(out, "model"), safe_serialization=True)
+    complete_model_dir(data, os.path.join(out, "model"))
     json.dump({"steps": step, "margin_target": MARGIN, "all_greedy_equal": exact, "cases": examples},
               open(os.path.join(out, "eval.json"), "w"), indent=1, ensure_ascii=False)
     print("all greedy equal:", exact, flush=True)
