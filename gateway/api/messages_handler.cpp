@@ -5,6 +5,7 @@
 
 #include "gateway/anthropic/message_formatter.h"
 #include "gateway/anthropic/messages_request.h"
+#include "gateway/api/chat_generation.h"
 #include "gateway/api/chat_prompt.h"
 #include "gateway/api/error_response.h"
 #include "gateway/api/generation_launch.h"
@@ -18,26 +19,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr ErrorStyle kStyle = ErrorStyle::kAnthropic;
 
-void Generate(const ServingContext& ctx, const std::shared_ptr<net::HttpExchange>& exchange,
-              ChatPrompt& p, Clock::time_point arrival, std::shared_ptr<void> admission) {
-  const openai::ChatRequest& req = p.request;
-  GenerationJob job;
-  job.request_id = ctx.NewId("msg_");
-  // The output is parsed exactly as for a chat completion; only the ids look Anthropic's.
-  text::OutputParserOptions options =
-      openai::ChatOutputOptions(req, ctx.eos_token_ids(), p.prompt.rendered, ctx.chat_format());
-  options.make_tool_call_id = [&ctx](size_t) { return ctx.NewId("toolu_"); };
-  job.formatter = anthropic::MakeMessageFormatter(
-      ctx.tokenizer(), {job.request_id, ServingContext::Now(), ctx.model_name()},
-      std::move(options), req.stream.stream, static_cast<int64_t>(p.prompt.ids.size()));
-  job.prompt_ids = std::move(p.prompt.ids);
-  job.media = std::move(p.media);
-  job.sampling = req.sampling;
-  job.arrival = arrival;
-  job.admission = std::move(admission);
-  LaunchGeneration(ctx, exchange, std::move(job));
-}
-
 void Run(const ServingContext& ctx, const std::string& body,
          const std::shared_ptr<net::HttpExchange>& exchange, Clock::time_point arrival,
          std::shared_ptr<void> admission) {
@@ -45,18 +26,21 @@ void Run(const ServingContext& ctx, const std::string& body,
     anthropic::MessagesRequest req = anthropic::ParseMessagesRequest(
         openai::ParseRequestBody(body, ctx.options().limits), ctx.served_model(),
         ctx.options().limits, anthropic::MessagesEndpoint::kCreate);
-    StartChatPrompt(
-        ctx, std::move(req.chat), body.size() <= ServingContext::kInlineBodyBytes,
-        [&ctx, exchange, arrival, admission](std::shared_ptr<ChatPrompt> p,
-                                             std::exception_ptr error) {
-          try {
-            if (error) std::rethrow_exception(error);
-            Generate(ctx, exchange, *p, arrival, admission);
-          } catch (...) {
-            exchange->Respond(ErrorResponseFor(std::current_exception(), kStyle));
-          }
-        },
-        [exchange] { return !exchange->connected(); });
+    ChatGenerationSpec spec;
+    spec.id_prefix = "msg_";
+    spec.style = kStyle;
+    spec.make_formatter = [&ctx](const ChatPrompt& p, const std::string& id) {
+      const openai::ChatRequest& r = p.request;
+      // The output is parsed exactly as for a chat completion; only the ids look Anthropic's.
+      text::OutputParserOptions options =
+          openai::ChatOutputOptions(r, ctx.eos_token_ids(), p.prompt.rendered, ctx.chat_format());
+      options.make_tool_call_id = [&ctx](size_t) { return ctx.NewId("toolu_"); };
+      return anthropic::MakeMessageFormatter(
+          ctx.tokenizer(), {id, ServingContext::Now(), ctx.model_name()}, std::move(options),
+          r.stream.stream, static_cast<int64_t>(p.prompt.ids.size()));
+    };
+    StartChatGeneration(ctx, std::move(req.chat), body.size(), exchange, arrival,
+                        std::move(admission), std::move(spec));
   } catch (...) {
     exchange->Respond(ErrorResponseFor(std::current_exception(), kStyle));
   }

@@ -1,0 +1,41 @@
+// StartChatGeneration (see chat_generation.h).
+#include "gateway/api/chat_generation.h"
+
+#include <utility>
+
+#include "gateway/api/generation_launch.h"
+
+namespace m3::api {
+
+void StartChatGeneration(const ServingContext& ctx, openai::ChatRequest request, size_t body_bytes,
+                         const std::shared_ptr<net::HttpExchange>& exchange,
+                         std::chrono::steady_clock::time_point arrival,
+                         std::shared_ptr<void> admission, ChatGenerationSpec spec) {
+  const ErrorStyle style = spec.style;
+  try {
+    StartChatPrompt(
+        ctx, std::move(request), body_bytes <= ServingContext::kInlineBodyBytes,
+        [&ctx, exchange, arrival, admission = std::move(admission), spec = std::move(spec)](
+            std::shared_ptr<ChatPrompt> p, std::exception_ptr error) {
+          try {
+            if (error) std::rethrow_exception(error);
+            GenerationJob job;
+            job.request_id = ctx.NewId(spec.id_prefix);
+            job.formatter = spec.make_formatter(*p, job.request_id);
+            job.prompt_ids = std::move(p->prompt.ids);
+            job.media = std::move(p->media);
+            job.sampling = p->request.sampling;
+            job.arrival = arrival;
+            job.admission = admission;
+            LaunchGeneration(ctx, exchange, std::move(job));
+          } catch (...) {
+            exchange->Respond(ErrorResponseFor(std::current_exception(), spec.style));
+          }
+        },
+        [exchange] { return !exchange->connected(); });
+  } catch (...) {
+    exchange->Respond(ErrorResponseFor(std::current_exception(), style));
+  }
+}
+
+}  // namespace m3::api
