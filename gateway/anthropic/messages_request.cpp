@@ -234,16 +234,7 @@ std::string SystemText(const FieldReader& body) {
 
 Json ParseMessages(const FieldReader& body, const openai::ApiLimits& limits,
                    MessagesEndpoint endpoint, std::vector<content::MediaRef>& media) {
-  const Json* messages = body.Array("messages");
-  if (!messages) Missing("messages");
-  if (messages->empty()) InvalidField("messages", "'messages' must not be empty");
-  if (messages->size() > limits.max_messages) {
-    throw RequestError(ErrorCode::kTooLarge,
-                       "'messages' has " + std::to_string(messages->size()) +
-                           " messages, more than the limit of " +
-                           std::to_string(limits.max_messages),
-                       "messages", "too_many_messages");
-  }
+  const Json* messages = &openai::RequireMessages(body, limits);
   Json out = Json::array();
   if (std::string system = SystemText(body); !system.empty()) {
     out.push_back({{"role", "system"}, {"content", std::move(system)}});

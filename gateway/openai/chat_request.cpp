@@ -105,18 +105,7 @@ void ParseToolCalls(const FieldReader& message) {
 
 void ParseMessages(const FieldReader& body, const ApiLimits& limits,
                    std::vector<content::MediaRef>& media) {
-  const Json* messages = body.Array("messages");
-  if (!messages) {
-    InvalidField("messages", "'messages' is required", "missing_required_parameter");
-  }
-  if (messages->empty()) InvalidField("messages", "'messages' must not be empty");
-  if (messages->size() > limits.max_messages) {
-    throw RequestError(ErrorCode::kTooLarge,
-                       "'messages' has " + std::to_string(messages->size()) +
-                           " messages, more than the limit of " +
-                           std::to_string(limits.max_messages),
-                       "messages", "too_many_messages");
-  }
+  const Json* messages = &RequireMessages(body, limits);
   static constexpr std::array<std::string_view, 6> kRoles = {"system",    "developer", "user",
                                                              "assistant", "tool",      "function"};
   for (size_t m = 0; m < messages->size(); ++m) {
@@ -264,6 +253,22 @@ void PrepareAssistantTurns(Json& messages) {
 }
 
 }  // namespace
+
+const Json& RequireMessages(const FieldReader& body, const ApiLimits& limits) {
+  const Json* messages = body.Array("messages");
+  if (!messages) {
+    InvalidField("messages", "'messages' is required", "missing_required_parameter");
+  }
+  if (messages->empty()) InvalidField("messages", "'messages' must not be empty");
+  if (messages->size() > limits.max_messages) {
+    throw RequestError(ErrorCode::kTooLarge,
+                       "'messages' has " + std::to_string(messages->size()) +
+                           " messages, more than the limit of " +
+                           std::to_string(limits.max_messages),
+                       "messages", "too_many_messages");
+  }
+  return *messages;
+}
 
 text::PromptInput ChatRequest::ToPromptInput(const Json& default_kwargs) const {
   text::PromptInput in;

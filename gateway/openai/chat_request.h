@@ -44,4 +44,8 @@ struct ChatRequest {
 // tool_choice naming a function that is not among the tools.
 ChatRequest ParseChatRequest(const Json& body, const ServedModel& model, const ApiLimits& limits);
 
+// The body's "messages": present, an array, not empty and within limits.max_messages (a
+// RequestError naming "messages" otherwise). Chat completions and Anthropic's messages share it.
+const Json& RequireMessages(const FieldReader& body, const ApiLimits& limits);
+
 }  // namespace m3::openai
