@@ -47,13 +47,15 @@ ResponseSink MakeExchangeSink(std::shared_ptr<net::HttpExchange> exchange,
     if (!exchange->Write(std::move(events))) handle->Cancel();
   };
   sink.finish = [exchange, handle, streaming, keep](int status, std::string body) mutable {
+    // The admission slot and the media hold go before the last bytes: a client that sends its
+    // next request as soon as this one ends must find the slot free.
+    keep.reset();
     if (*streaming) {
       exchange->EndStream();
     } else if (status != 499) {  // 499: the client is gone, nothing to send
       exchange->Respond(JsonBodyResponse(status, std::move(body)));
     }
     handle->Clear();
-    keep.reset();
   };
   return sink;
 }
