@@ -18,6 +18,9 @@ size_t DTypeSize(DType t) {
     case DType::kI8:
     case DType::kU8:
     case DType::kBool:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
+    case DType::kF8E8M0:
       return 1;
   }
   return 0;
@@ -45,13 +48,20 @@ std::string_view DTypeName(DType t) {
       return "U8";
     case DType::kBool:
       return "BOOL";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
+    case DType::kF8E5M2:
+      return "F8_E5M2";
+    case DType::kF8E8M0:
+      return "F8_E8M0";
   }
   return "?";
 }
 
 std::optional<DType> ParseDType(std::string_view name) {
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI64, DType::kI32,
-                  DType::kI16, DType::kI8, DType::kU8, DType::kBool}) {
+  for (DType t :
+       {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI64, DType::kI32, DType::kI16,
+        DType::kI8, DType::kU8, DType::kBool, DType::kF8E4M3, DType::kF8E5M2, DType::kF8E8M0}) {
     if (DTypeName(t) == name) return t;
   }
   return std::nullopt;

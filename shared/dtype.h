@@ -10,7 +10,24 @@
 
 namespace m3 {
 
-enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
+// kF8E4M3 / kF8E5M2: OCP FP8 codes; kF8E8M0: a bare biased power-of-two exponent (microscaling
+// block scales). They hold quantized weights and scales, never plain float data (ToFloat32 refuses
+// them: their meaning depends on the scales beside them).
+enum class DType {
+  kF32,
+  kF16,
+  kBF16,
+  kF64,
+  kI64,
+  kI32,
+  kI16,
+  kI8,
+  kU8,
+  kBool,
+  kF8E4M3,
+  kF8E5M2,
+  kF8E8M0
+};
 
 size_t DTypeSize(DType t);
 std::string_view DTypeName(DType t);                     // safetensors spelling: "F32", "BF16", ...

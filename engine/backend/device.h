@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "engine/backend/device_tensor.h"
+#include "engine/backend/linear_weight.h"
+#include "engine/backend/quantized_parts.h"
 #include "engine/backend/step_metadata.h"
 #include "engine/step/batch_sampler.h"
 #include "engine/step/forward_batch.h"
@@ -49,6 +51,11 @@ class Device {
   // concatenated along dimension 0, form `shape` (gate/up fusion, expert stacking). Reads the
   // (mmapped) views once; no intermediate copy.
   virtual DeviceTensor UploadWeight(std::span<const TensorView> parts, Shape shape) = 0;
+  // A block-scaled Linear (linear_weight.h), its parts concatenated along dimension 0 into the
+  // dequantized `shape`: a device with kernels for `format` keeps it quantized (no dense copy);
+  // this default dequantizes on the host to float32 and uploads that as a dense weight.
+  virtual LinearWeight UploadQuantizedLinear(WeightFormat format,
+                                             std::span<const QuantizedPart> parts, Shape shape);
 
   // ---- step workspace and recorded steps (the defaults: none; GPU devices implement them) ----
   // Reserves `bytes` of scratch once; between BeginStep and EndStep, Alloc hands out pieces of

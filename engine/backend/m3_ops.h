@@ -14,6 +14,7 @@
 #include <span>
 
 #include "engine/backend/device_tensor.h"
+#include "engine/backend/linear_weight.h"
 #include "engine/backend/step_metadata.h"
 
 namespace m3::engine::backend {
@@ -104,9 +105,9 @@ class M3Ops {
   virtual void Gelu(const DeviceTensor& x) = 0;                            // erf form, in place
 
   // ---- GEMM ----
-  // y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w in the nn.Linear layout, in the device's
-  // weight_dtype().
-  virtual void Linear(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* bias,
+  // y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]); w in the nn.Linear layout: dense in the
+  // device's weight_dtype(), or block-scaled (linear_weight.h) where the device keeps it so.
+  virtual void Linear(const DeviceTensor& x, const LinearWeight& w, const DeviceTensor* bias,
                       const DeviceTensor& y) = 0;
 
   // ---- decoder attention ----
@@ -160,8 +161,8 @@ class M3Ops {
   // weighted un-permutation: out[r] = scale * sum_j weights[r, j] * expert_{ids[r, j]}(x[r])
   // + out[r] (out holds e.g. the shared expert's output); picks with id -1 add nothing.
   virtual void MoeExperts(const DeviceTensor& x, const DeviceTensor& ids,
-                          const DeviceTensor& weights, const DeviceTensor& gate_up,
-                          const DeviceTensor& down, const SwigluParams& p, float scale,
+                          const DeviceTensor& weights, const LinearWeight& gate_up,
+                          const LinearWeight& down, const SwigluParams& p, float scale,
                           const DeviceTensor& out) = 0;
 
   // ---- vision ----

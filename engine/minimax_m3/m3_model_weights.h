@@ -18,6 +18,7 @@
 namespace m3::engine::minimax_m3 {
 
 using backend::DeviceTensor;
+using backend::LinearWeight;
 using backend::LoadReport;
 using backend::SharedPageRelease;
 
@@ -27,14 +28,15 @@ struct M3DecoderLayerWeights {
   DeviceTensor input_norm, post_attention_norm;  // [hidden]
   // [(q_heads + 2 kv_heads) head_dim (+ (index_heads + 1) index_dim), hidden]: rows of q, k, v,
   // then index q and index k on MSA layers.
-  DeviceTensor qkv_proj;
-  DeviceTensor o_proj;  // [hidden, q_heads * head_dim]
+  // The Linears are as the checkpoint holds them (dense, MXFP8 or NVFP4: linear_weight.h).
+  LinearWeight qkv_proj;
+  LinearWeight o_proj;  // [hidden, q_heads * head_dim]
   backend::QkNormWeights norms;
-  DeviceTensor mlp_gate_up, mlp_down;  // dense MLP: [2 I, hidden], [hidden, I]
-  DeviceTensor router, router_bias;    // [experts, hidden], [experts]
-  DeviceTensor experts_gate_up;        // [experts, 2 I, hidden]
-  DeviceTensor experts_down;           // [experts, hidden, I]
-  DeviceTensor shared_gate_up, shared_down;
+  LinearWeight mlp_gate_up, mlp_down;  // dense MLP: [2 I, hidden], [hidden, I]
+  DeviceTensor router, router_bias;    // [experts, hidden], [experts] (never quantized)
+  LinearWeight experts_gate_up;        // [experts, 2 I, hidden]
+  LinearWeight experts_down;           // [experts, hidden, I]
+  LinearWeight shared_gate_up, shared_down;
 };
 
 struct M3VisionLayerWeights {
@@ -46,7 +48,7 @@ struct M3VisionLayerWeights {
 
 struct M3ModelWeights {
   DeviceTensor embed_tokens;  // [vocab, hidden]
-  DeviceTensor lm_head;       // [vocab, hidden] (a vocab-split rank: its rows)
+  LinearWeight lm_head;       // [vocab, hidden] (a vocab-split rank: its rows)
   DeviceTensor final_norm;    // [hidden]
   std::vector<M3DecoderLayerWeights> layers;
 

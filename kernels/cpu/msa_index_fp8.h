@@ -7,13 +7,11 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/float8.h"
 #include "kernels/cpu/msa_indexer.h"
 #include "kernels/cpu/paged_layout.h"
 
 namespace m3::kernels::cpu {
-
-uint8_t F32ToE4M3(float x);
-float E4M3ToF32(uint8_t code);
 
 // keys [n, dim] -> codes [n, dim], scales [n].
 void QuantizeIndexKeysFp8(const float* keys, int64_t n, int64_t dim, uint8_t* codes, float* scales);

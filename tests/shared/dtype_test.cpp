@@ -19,9 +19,10 @@ TEST_CASE("bf16 and f16 decode to the expected floats") {
 }
 
 TEST_CASE("dtype names round-trip") {
-  for (auto t :
-       {m3::DType::kF32, m3::DType::kBF16, m3::DType::kF16, m3::DType::kI64, m3::DType::kBool}) {
+  for (auto t : {m3::DType::kF32, m3::DType::kBF16, m3::DType::kF16, m3::DType::kI64,
+                 m3::DType::kBool, m3::DType::kF8E4M3, m3::DType::kF8E8M0}) {
     CHECK(m3::ParseDType(m3::DTypeName(t)) == t);
   }
-  CHECK_FALSE(m3::ParseDType("F8_E4M3").has_value());
+  CHECK(m3::DTypeSize(m3::DType::kF8E4M3) == 1);
+  CHECK_FALSE(m3::ParseDType("F4").has_value());
 }

@@ -31,6 +31,12 @@ void Check(bool ok, const char* what) {
   Require(ok, ErrorCode::kInternal, std::string("cpu backend: ") + what);
 }
 
+// The CPU device dequantizes block-scaled weights at upload (Device::UploadQuantizedLinear).
+const DeviceTensor& Dense(const LinearWeight& w, const char* op) {
+  Check(!w.quantized(), op);
+  return w.w;
+}
+
 k::PagedLayout Layout(const StepMetadata& m) {
   return {m.seqs,
           m.query_start.data<int32_t>(),
@@ -98,8 +104,9 @@ class CpuM3Ops final : public M3Ops {
     k::ParallelFor(x.numel(), 1 << 14, [&](int64_t b, int64_t e) { k::GeluErf(a + b, e - b); });
   }
 
-  void Linear(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* bias,
+  void Linear(const DeviceTensor& x, const LinearWeight& lw, const DeviceTensor* bias,
               const DeviceTensor& y) override {
+    const DeviceTensor& w = Dense(lw, "Linear");
     const int64_t K = w.dim(w.shape.size() - 1), N = w.numel() / K, M = x.numel() / K;
     Check(x.numel() == M * K && y.numel() == M * N && (!bias || bias->numel() == N),
           "Linear shapes");
@@ -187,8 +194,10 @@ class CpuM3Ops final : public M3Ops {
     for (int64_t i = 0; i < rows * K; ++i) out[i] = static_cast<int32_t>(wide[i]);
   }
   void MoeExperts(const DeviceTensor& x, const DeviceTensor& ids, const DeviceTensor& weights,
-                  const DeviceTensor& gate_up, const DeviceTensor& down, const SwigluParams& p,
+                  const LinearWeight& gate_up_w, const LinearWeight& down_w, const SwigluParams& p,
                   float scale, const DeviceTensor& out) override {
+    const DeviceTensor& gate_up = Dense(gate_up_w, "MoeExperts");
+    const DeviceTensor& down = Dense(down_w, "MoeExperts");
     k::MoeExpertsDims d;
     d.experts = gate_up.dim(0);
     d.inter = gate_up.dim(1) / 2;

@@ -29,6 +29,13 @@ using k::bf16;
 using k::ElemType;
 using namespace cuda_checks;
 
+const DeviceTensor& Dense(const LinearWeight& w, const char* op) {
+  Require(!w.quantized(), ErrorCode::kUnsupported,
+          std::string(op) + ": " + std::string(WeightFormatName(w.format)) +
+              " weights on the CUDA backend");
+  return w.w;
+}
+
 k::PagedLayout Layout(const StepMetadata& m) {
   return {m.seqs,
           m.rows,
@@ -117,8 +124,9 @@ class CudaM3Ops final : public M3Ops {
     Run("Gelu", [&] { k::GeluErf(x.data<bf16>(), x.numel(), S()); });
   }
 
-  void Linear(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* bias,
+  void Linear(const DeviceTensor& x, const LinearWeight& lw, const DeviceTensor* bias,
               const DeviceTensor& y) override {
+    const DeviceTensor& w = Dense(lw, "Linear");
     const int64_t K = w.dim(w.shape.size() - 1), N = w.numel() / K, M = x.numel() / K;
     Check(x.numel() == M * K && y.numel() == M * N && (!bias || bias->numel() == N),
           "Linear shapes");
@@ -281,8 +289,10 @@ class CudaM3Ops final : public M3Ops {
     });
   }
   void MoeExperts(const DeviceTensor& x, const DeviceTensor& ids, const DeviceTensor& weights,
-                  const DeviceTensor& gate_up, const DeviceTensor& down, const SwigluParams& p,
+                  const LinearWeight& gate_up_w, const LinearWeight& down_w, const SwigluParams& p,
                   float scale, const DeviceTensor& out) override {
+    const DeviceTensor& gate_up = Dense(gate_up_w, "MoeExperts");
+    const DeviceTensor& down = Dense(down_w, "MoeExperts");
     k::MoeExpertsDims d;
     d.experts = gate_up.dim(0);
     d.inter = gate_up.dim(1) / 2;
