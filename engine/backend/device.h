@@ -57,6 +57,15 @@ class Device {
   virtual LinearWeight UploadQuantizedLinear(WeightFormat format,
                                              std::span<const QuantizedPart> parts, Shape shape);
 
+  // ---- dummy weights (--load-format dummy: serving and timing without the files) ----
+  // A weight of `shape` drawn from normal(mean, std) by `seed` (std 0: every element `mean`),
+  // stored as UploadWeight stores it. A Linear in `format` (the dequantized `shape`) whose
+  // codes and scales are chosen so the dequantized values have that spread around 0. These
+  // defaults draw on the host and upload; GPU devices draw in place (a full-size model's
+  // hundreds of GB would take minutes through the host).
+  virtual DeviceTensor DummyWeight(Shape shape, float mean, float std, uint64_t seed);
+  virtual LinearWeight DummyLinear(WeightFormat format, Shape shape, float std, uint64_t seed);
+
   // ---- step workspace and recorded steps (the defaults: none; GPU devices implement them) ----
   // Reserves `bytes` of scratch once; between BeginStep and EndStep, Alloc hands out pieces of
   // it (from offset `from` on, reset at each BeginStep) instead of allocating, so tensors made
