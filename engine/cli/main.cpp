@@ -27,7 +27,7 @@ namespace {
 constexpr const char* kUsage =
     "usage:\n"
     "  m3-engine logits --model DIR --inputs IN.safetensors --output OUT.safetensors [--capture]\n"
-    "      [--device cpu|cuda|cuda:N] [--index-key-cache bf16|fp8]\n"
+    "      [--device cpu|cuda|cuda:N] [--index-key-cache bf16|fp8] [--load-format F]\n"
     "      writes logits F32 [T, V]; --capture adds hidden_states.i, block_indices.layerN,\n"
     "      image.* / video.* vision_tower_out and projector_out\n"
     "  m3-engine generate --model DIR --inputs IN.safetensors --max-new-tokens N [--device D]\n"
@@ -48,11 +48,15 @@ constexpr const char* kUsage =
     "      --tensor-parallel / --expert-parallel (each 1 or the same N) run the model on N\n"
     "      ranks (threads: cpu, or GPUs cuda:K..K+N-1 over NCCL), attention split by heads,\n"
     "      experts by expert (ep) or by their intermediate (tp only);\n"
-    "      --index-key-cache fp8 (any command) caches MSA index keys as e4m3 + a scale per key\n";
+    "      --index-key-cache fp8 (any command) caches MSA index keys as e4m3 + a scale per key\n"
+    "  --load-format auto|safetensors|dummy (logits, generate, serve): dummy reads no weight\n"
+    "      file: every tensor config.json (and its quantization config) describes is drawn\n"
+    "      on the device (bf16 normal, std 0.02; quantized Linears in their formats)\n";
 
 int RunLogits(const std::vector<std::string>& args) {
   ArgParser p;
-  for (const char* o : {"model", "inputs", "output", "device", "index-key-cache"}) p.AddOption(o);
+  for (const char* o : {"model", "inputs", "output", "device", "index-key-cache", "load-format"})
+    p.AddOption(o);
   p.AddFlag("capture");
   p.Parse(args);
   const std::string model_dir = p.Required("model"), in_path = p.Required("inputs"),
@@ -60,6 +64,8 @@ int RunLogits(const std::vector<std::string>& args) {
   RunnerOptions device;
   device.device = p.Get("device").value_or("cpu");
   device.fp8_index_keys = p.Choice("index-key-cache", {"bf16", "fp8"}, "bf16") == "fp8";
+  device.dummy_weights =
+      p.Choice("load-format", {"auto", "safetensors", "dummy"}, "auto") == "dummy";
   ModelInputs inputs = ReadModelInputs(in_path);
   auto model = LoadModel(model_dir, {}, device);
   CaptureOptions capture;
@@ -76,7 +82,7 @@ int RunLogits(const std::vector<std::string>& args) {
 int RunGenerate(const std::vector<std::string>& args) {
   ArgParser p;
   for (const char* o : {"model", "inputs", "max-new-tokens", "temperature", "top-p", "top-k",
-                        "seed", "device", "index-key-cache"})
+                        "seed", "device", "index-key-cache", "load-format"})
     p.AddOption(o);
   p.AddFlag("ignore-eos");
   p.Parse(args);
@@ -102,6 +108,8 @@ int RunGenerate(const std::vector<std::string>& args) {
   RunnerOptions device;
   device.device = p.Get("device").value_or("cpu");
   device.fp8_index_keys = p.Choice("index-key-cache", {"bf16", "fp8"}, "bf16") == "fp8";
+  device.dummy_weights =
+      p.Choice("load-format", {"auto", "safetensors", "dummy"}, "auto") == "dummy";
   ModelInputs inputs = ReadModelInputs(p.Required("inputs"));
   auto model = LoadModel(model_dir, {}, device);
   std::vector<int64_t> tokens = Generate(*model, inputs, opt);

@@ -16,11 +16,26 @@ namespace m3::engine::cli {
 int RunServe(const std::vector<std::string>& args) {
   server::InstallShutdownHandlers();
   ArgParser p;
-  for (const char* o :
-       {"model", "port", "host", "device", "max-num-seqs", "max-batched-tokens", "kv-pages",
-        "kv-memory", "page-size", "max-prefill-chunk", "max-waiting", "encoder-cache-mb",
-        "max-message-mb", "served-model-name", "gpu-memory-fraction", "cuda-graphs",
-        "tensor-parallel", "expert-parallel", "index-key-cache"})
+  for (const char* o : {"model",
+                        "port",
+                        "host",
+                        "device",
+                        "max-num-seqs",
+                        "max-batched-tokens",
+                        "kv-pages",
+                        "kv-memory",
+                        "page-size",
+                        "max-prefill-chunk",
+                        "max-waiting",
+                        "encoder-cache-mb",
+                        "max-message-mb",
+                        "served-model-name",
+                        "gpu-memory-fraction",
+                        "cuda-graphs",
+                        "tensor-parallel",
+                        "expert-parallel",
+                        "index-key-cache",
+                        "load-format"})
     p.AddOption(o);
   p.AddFlag("no-prefix-caching");
   p.Parse(args);
@@ -65,6 +80,7 @@ int RunServe(const std::vector<std::string>& args) {
           "--cuda-graphs needs a GPU --device (cuda or cuda:N)");
   ro.cuda_graphs = graphs == "on";
   ro.fp8_index_keys = p.Choice("index-key-cache", {"bf16", "fp8"}, "bf16") == "fp8";
+  ro.dummy_weights = p.Choice("load-format", {"auto", "safetensors", "dummy"}, "auto") == "dummy";
   Require(gpu || !p.Has("gpu-memory-fraction"), ErrorCode::kInvalidArgument,
           "--gpu-memory-fraction needs a GPU --device (cuda or cuda:N)");
   Require(!(p.Has("gpu-memory-fraction") && (p.Has("kv-pages") || p.Has("kv-memory"))),

@@ -1,10 +1,13 @@
-// LoadM3ModelWeights: the upstream tensor names, the shapes each must have, and the fusions.
+// LoadM3ModelWeights: the upstream tensor names (the released checkpoint's and transformers
+// 5's), the shapes each must have, the fusions, the formats of the Linears.
 #include "engine/minimax_m3/m3_model_weights.h"
 
 #include <algorithm>
 #include <string>
 
+#include "engine/backend/linear_layout.h"
 #include "shared/error.h"
+#include "shared/log.h"
 
 namespace m3::engine::minimax_m3 {
 
@@ -22,12 +25,14 @@ void LoadDecoderLayers(backend::WeightUploader& w, const TextConfig& t, const Sh
   const std::string lm = "language_model.";
   // gate and up rows [r.first, +r.count) of each, then down's matching columns.
   auto gate_up = [&](const std::string& gate, const std::string& up, int64_t inter, ShardRange r) {
-    return w.LoadSlices({{gate, {inter, H}, r.first, r.count}, {up, {inter, H}, r.first, r.count}},
+    return w.LoadLinear({{gate, {inter, H}, r.first, r.count}, {up, {inter, H}, r.first, r.count}},
                         {2 * r.count, H});
   };
   auto down = [&](const std::string& name, int64_t inter, ShardRange r) {
-    return w.LoadSlices({{name, {H, inter}, 0, -1, r.first, r.count}}, {H, r.count});
+    return w.LoadLinear({{name, {H, inter}, 0, -1, r.first, r.count}}, {H, r.count});
   };
+  // Router biases are zero in dummy weights (the routing is then the router's alone).
+  const backend::DummyInit zero{0.0f, 0.0f};
   for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
     const std::string p = lm + "model.layers." + std::to_string(i) + ".";
     M3DecoderLayerWeights L;
@@ -46,8 +51,8 @@ void LoadDecoderLayers(backend::WeightUploader& w, const TextConfig& t, const Sh
       qkv.push_back({a + "index_k_proj.weight", {Di, H}});
       rows += (kv.count + 1) * Di;
     }
-    L.qkv_proj = w.LoadSlices(qkv, {rows, H});
-    L.o_proj = w.LoadSlices({{a + "o_proj.weight", {H, Hq * D}, 0, -1, q.first * D, q.count * D}},
+    L.qkv_proj = w.LoadLinear(qkv, {rows, H});
+    L.o_proj = w.LoadLinear({{a + "o_proj.weight", {H, Hq * D}, 0, -1, q.first * D, q.count * D}},
                             {H, q.count * D});
     L.norms.q_norm = w.Load(a + "q_norm.weight", {D});
     L.norms.k_norm = w.Load(a + "k_norm.weight", {D});
@@ -60,7 +65,7 @@ void LoadDecoderLayers(backend::WeightUploader& w, const TextConfig& t, const Sh
       const int64_t E = t.num_local_experts, I = t.intermediate_size;
       const ShardRange ex = plan.experts, ei = plan.expert_inter;
       L.router = w.Load(b + "gate.weight", {E, H});
-      L.router_bias = w.Load(b + "e_score_correction_bias", {E});
+      L.router_bias = w.Load(b + "e_score_correction_bias", {E}, zero);
       std::vector<backend::WeightSlice> gu, dn;
       for (int64_t e = ex.first; e < ex.first + ex.count; ++e) {
         const std::string x = b + "experts." + std::to_string(e) + ".";
@@ -70,16 +75,19 @@ void LoadDecoderLayers(backend::WeightUploader& w, const TextConfig& t, const Sh
         gu.push_back({x + "w3.weight", {I, H}, ei.first, ei.count, 0, -1, readers});
         dn.push_back({x + "w2.weight", {H, I}, 0, -1, ei.first, ei.count, readers});
       }
-      L.experts_gate_up = w.LoadSlices(gu, {ex.count, 2 * ei.count, H});
-      L.experts_down = w.LoadSlices(dn, {ex.count, H, ei.count});
+      L.experts_gate_up = w.LoadLinear(gu, {ex.count, 2 * ei.count, H});
+      L.experts_down = w.LoadLinear(dn, {ex.count, H, ei.count});
       const std::string s = b + "shared_experts.";
       L.shared_gate_up = gate_up(s + "gate_proj.weight", s + "up_proj.weight",
                                  t.shared_intermediate_size, plan.shared_inter);
       L.shared_down = down(s + "down_proj.weight", t.shared_intermediate_size, plan.shared_inter);
     } else {
-      L.mlp_gate_up = gate_up(b + "gate_proj.weight", b + "up_proj.weight",
+      // The released checkpoints name the dense MLP `mlp.*`, transformers 5 `block_sparse_moe.*`
+      // (dummy weights: the released names, which quantization configs are written against).
+      const std::string d = w.dummy() || w.Has(p + "mlp.gate_proj.weight") ? p + "mlp." : b;
+      L.mlp_gate_up = gate_up(d + "gate_proj.weight", d + "up_proj.weight",
                               t.dense_intermediate_size, plan.dense_inter);
-      L.mlp_down = down(b + "down_proj.weight", t.dense_intermediate_size, plan.dense_inter);
+      L.mlp_down = down(d + "down_proj.weight", t.dense_intermediate_size, plan.dense_inter);
     }
     m.layers.push_back(std::move(L));
   }
@@ -124,23 +132,25 @@ void CheckM3Config(const ModelConfig& c) {
        "image/video token ids must be inside the vocabulary");
 }
 
-M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
-                                  backend::Device& device, LoadReport& report,
-                                  const ShardPlan* plan, SharedPageRelease* shared) {
-  CheckM3Config(config);
+namespace {
+
+// Every tensor through `w`, which reads a checkpoint or draws dummy weights.
+M3ModelWeights LoadWith(backend::WeightUploader& w, const ModelConfig& config, LoadReport& report,
+                        const ShardPlan* plan) {
   const TextConfig& t = config.text;
   const VisionConfig& v = config.vision;
-  backend::WeightUploader w(store, device, shared);
   M3ModelWeights m;
   const int64_t H = t.hidden_size;
   const std::string lm = "language_model.";
+  // Biases start at zero; the vision tower's LayerNorms (not Gemma's 1 + w) at one.
+  const backend::DummyInit zero{0.0f, 0.0f}, one{1.0f, 0.0f};
   m.embed_tokens = w.Load(lm + "model.embed_tokens.weight", {t.vocab_size, H});
   if (plan && plan->vocab_gather)
-    m.lm_head = w.LoadSlices(
+    m.lm_head = w.LoadLinear(
         {{lm + "lm_head.weight", {t.vocab_size, H}, plan->vocab.first, plan->vocab.count}},
         {plan->vocab.count, H});
   else
-    m.lm_head = w.Load(lm + "lm_head.weight", {t.vocab_size, H});
+    m.lm_head = w.LoadLinear({{lm + "lm_head.weight", {t.vocab_size, H}}}, {t.vocab_size, H});
   m.final_norm = w.Load(lm + "model.norm.weight", {H});
   // One rank holds every head, expert and intermediate column: the same loads, whole ranges.
   const ShardPlan whole = SingleRankPlan(t);
@@ -152,43 +162,75 @@ M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& c
       w.LoadConcat({{vm + "embeddings.patch_embedding.weight",
                      {Dv, v.num_channels, v.temporal_patch_size, v.patch_size, v.patch_size}}},
                    {Dv, v.patch_dim()});
-  m.pre_ln_w = w.Load(vm + "pre_layrnorm.weight", {Dv});
-  m.pre_ln_b = w.Load(vm + "pre_layrnorm.bias", {Dv});
+  m.pre_ln_w = w.Load(vm + "pre_layrnorm.weight", {Dv}, one);
+  m.pre_ln_b = w.Load(vm + "pre_layrnorm.bias", {Dv}, zero);
   for (int64_t i = 0; i < v.num_hidden_layers; ++i) {
     const std::string p = vm + "encoder.layers." + std::to_string(i) + ".";
     const std::string a = p + "self_attn.";
     M3VisionLayerWeights L;
-    L.ln1_w = w.Load(p + "layer_norm1.weight", {Dv});
-    L.ln1_b = w.Load(p + "layer_norm1.bias", {Dv});
-    L.ln2_w = w.Load(p + "layer_norm2.weight", {Dv});
-    L.ln2_b = w.Load(p + "layer_norm2.bias", {Dv});
+    L.ln1_w = w.Load(p + "layer_norm1.weight", {Dv}, one);
+    L.ln1_b = w.Load(p + "layer_norm1.bias", {Dv}, zero);
+    L.ln2_w = w.Load(p + "layer_norm2.weight", {Dv}, one);
+    L.ln2_b = w.Load(p + "layer_norm2.bias", {Dv}, zero);
     L.qkv_w = w.LoadConcat({{a + "q_proj.weight", {Dv, Dv}},
                             {a + "k_proj.weight", {Dv, Dv}},
                             {a + "v_proj.weight", {Dv, Dv}}},
                            {3 * Dv, Dv});
     L.qkv_b = w.LoadConcat(
-        {{a + "q_proj.bias", {Dv}}, {a + "k_proj.bias", {Dv}}, {a + "v_proj.bias", {Dv}}},
-        {3 * Dv});
+        {{a + "q_proj.bias", {Dv}}, {a + "k_proj.bias", {Dv}}, {a + "v_proj.bias", {Dv}}}, {3 * Dv},
+        zero);
     L.out_w = w.Load(a + "out_proj.weight", {Dv, Dv});
-    L.out_b = w.Load(a + "out_proj.bias", {Dv});
+    L.out_b = w.Load(a + "out_proj.bias", {Dv}, zero);
     L.fc1_w = w.Load(p + "block_sparse_moe.fc1.weight", {v.intermediate_size, Dv});
-    L.fc1_b = w.Load(p + "block_sparse_moe.fc1.bias", {v.intermediate_size});
+    L.fc1_b = w.Load(p + "block_sparse_moe.fc1.bias", {v.intermediate_size}, zero);
     L.fc2_w = w.Load(p + "block_sparse_moe.fc2.weight", {Dv, v.intermediate_size});
-    L.fc2_b = w.Load(p + "block_sparse_moe.fc2.bias", {Dv});
+    L.fc2_b = w.Load(p + "block_sparse_moe.fc2.bias", {Dv}, zero);
     m.vision_layers.push_back(std::move(L));
   }
   const int64_t P = config.projector_hidden_size;
   const int64_t merged = v.spatial_merge_size * v.spatial_merge_size * H;
   m.proj1_w = w.Load("multi_modal_projector.linear_1.weight", {P, Dv});
-  m.proj1_b = w.Load("multi_modal_projector.linear_1.bias", {P});
+  m.proj1_b = w.Load("multi_modal_projector.linear_1.bias", {P}, zero);
   m.proj2_w = w.Load("multi_modal_projector.linear_2.weight", {H, P});
-  m.proj2_b = w.Load("multi_modal_projector.linear_2.bias", {H});
+  m.proj2_b = w.Load("multi_modal_projector.linear_2.bias", {H}, zero);
   m.merge1_w = w.Load("patch_merge_mlp.linear_1.weight", {P, merged});
-  m.merge1_b = w.Load("patch_merge_mlp.linear_1.bias", {P});
+  m.merge1_b = w.Load("patch_merge_mlp.linear_1.bias", {P}, zero);
   m.merge2_w = w.Load("patch_merge_mlp.linear_2.weight", {H, P});
-  m.merge2_b = w.Load("patch_merge_mlp.linear_2.bias", {H});
+  m.merge2_b = w.Load("patch_merge_mlp.linear_2.bias", {H}, zero);
   report = w.Finish();
   return m;
+}
+
+bool IsMtpTensor(const std::string& name) {
+  return name.starts_with("language_model.model.mtp.") || name.starts_with("model.mtp.");
+}
+
+}  // namespace
+
+M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& config,
+                                  backend::Device& device, LoadReport& report,
+                                  const ShardPlan* plan, SharedPageRelease* shared) {
+  CheckM3Config(config);
+  // Before anything is uploaded: every weight a layout this engine knows, agreeing with the
+  // quantization config (an unknown method is refused here too).
+  const backend::QuantConfig quant = backend::LoadQuantConfig(store.dir());
+  backend::ValidateCheckpoint(store, quant, IsMtpTensor);
+  // The multi-token-prediction layers (speculative decoding) are not used.
+  if (!plan || plan->rank == 0) {
+    int64_t mtp = 0;
+    for (const std::string& name : store.Names()) mtp += IsMtpTensor(name);
+    if (mtp > 0) Log(LogLevel::kInfo, "skipping the ", mtp, " tensors of the MTP layers");
+  }
+  backend::WeightUploader w(store, device, shared);
+  return LoadWith(w, config, report, plan);
+}
+
+M3ModelWeights DrawM3DummyWeights(const ModelConfig& config, const backend::QuantConfig& quant,
+                                  backend::Device& device, LoadReport& report,
+                                  const ShardPlan* plan) {
+  CheckM3Config(config);
+  backend::WeightUploader w(device, quant);
+  return LoadWith(w, config, report, plan);
 }
 
 }  // namespace m3::engine::minimax_m3

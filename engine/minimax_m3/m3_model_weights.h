@@ -1,5 +1,7 @@
 // MiniMax-M3 VL weights on a Device, loaded from the upstream checkpoint layout (names in
-// docs/M3_REFERENCE.md) with every shape checked against the config, fused for the graph:
+// docs/M3_REFERENCE.md; dense MLPs as the released `mlp.*` or transformers 5's
+// `block_sparse_moe.*`; MTP layers skipped) with every shape checked against the config, the
+// Linears in the format their tensors have (dense, MXFP8, NVFP4), fused for the graph:
 // q/k/v (+ the MSA indexer's q/k) as one projection, gate/up as one matrix, the routed experts
 // stacked [experts, 2 * inter, hidden] / [experts, hidden, inter] for grouped execution, and the
 // vision q/k/v as one projection with one bias.
@@ -10,6 +12,7 @@
 
 #include "engine/backend/device.h"
 #include "engine/backend/m3_ops.h"
+#include "engine/backend/quant_config.h"
 #include "engine/backend/weight_uploader.h"
 #include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_shard_plan.h"
@@ -62,7 +65,9 @@ struct M3ModelWeights {
 // Checks the config's structural assumptions (kInvalidArgument naming the key).
 void CheckM3Config(const ModelConfig& config);
 
-// Loads and shape-checks every tensor onto `device`; fills `report`. With a plan of several
+// Validates the checkpoint (every weight a known layout, agreeing with the quantization config
+// of the store's directory: kInvalidArgument naming the tensor before anything is uploaded),
+// then loads and shape-checks every tensor onto `device`; fills `report`. With a plan of several
 // ranks, the decoder layers are this rank's slices (m3_shard_plan.h); the embeddings, LM
 // head, norms, routers and the vision tower are whole on every rank; `shared` (the group's)
 // drops each source tensor's pages once every rank has read it.
@@ -70,5 +75,11 @@ M3ModelWeights LoadM3ModelWeights(const WeightStore& store, const ModelConfig& c
                                   backend::Device& device, LoadReport& report,
                                   const ShardPlan* plan = nullptr,
                                   SharedPageRelease* shared = nullptr);
+
+// Dummy weights (--load-format dummy): every tensor the config implies drawn by `device`, the
+// Linears in the formats `quant` gives their modules; no file is read.
+M3ModelWeights DrawM3DummyWeights(const ModelConfig& config, const backend::QuantConfig& quant,
+                                  backend::Device& device, LoadReport& report,
+                                  const ShardPlan* plan = nullptr);
 
 }  // namespace m3::engine::minimax_m3

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "engine/backend/device_encoder_output.h"
@@ -26,16 +27,20 @@ namespace {
 class M3Runner : public ModelRunner {
  public:
   // plan / comm: this runner is one rank of a parallel group (null: the whole model).
-  M3Runner(ModelConfig config, std::unique_ptr<backend::Device> device, const WeightStore& store,
-           const RunnerOptions& options, const ShardPlan* plan = nullptr,
-           std::unique_ptr<parallel::Communicator> comm = nullptr,
+  // store null: dummy weights (options.dummy_weights) in the formats `quant` gives.
+  M3Runner(ModelConfig config, std::unique_ptr<backend::Device> device, const WeightStore* store,
+           const backend::QuantConfig& quant, const RunnerOptions& options,
+           const ShardPlan* plan = nullptr, std::unique_ptr<parallel::Communicator> comm = nullptr,
            SharedPageRelease* shared_pages = nullptr)
       : config_(std::move(config)),
         device_(std::move(device)),
         ops_(backend::MakeM3Ops(*device_)),
         comm_(std::move(comm)) {
     LoadReport report;
-    weights_ = LoadM3ModelWeights(store, config_, *device_, report, plan, shared_pages);
+    if (store)
+      weights_ = LoadM3ModelWeights(*store, config_, *device_, report, plan, shared_pages);
+    else
+      weights_ = DrawM3DummyWeights(config_, quant, *device_, report, plan);
     DecoderStepLimits limits;
     limits.max_num_seqs = options.max_num_seqs;
     limits.max_batched_tokens = options.max_batched_tokens;
@@ -213,7 +218,13 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
       throw Error(e.code(), what + e.what());
     }
   }
-  const WeightStore store = WeightStore::OpenDirectory(model_dir);
+  // Dummy weights read no file: config.json and the quantization config describe the model.
+  std::optional<WeightStore> store;
+  backend::QuantConfig quant;
+  if (options.dummy_weights)
+    quant = backend::LoadQuantConfig(model_dir);
+  else
+    store = WeightStore::OpenDirectory(model_dir);
   SharedPageRelease shared_pages(world);
   // A CPU rank failing mid-step releases the others from the collectives they wait in; GPU
   // ranks waiting for a failed peer inside NCCL kernels are released by aborting the group,
@@ -239,8 +250,8 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
       comm = std::make_unique<parallel::InProcessCommunicator>(cpu_group, r);
     else
       comm = gpu_group->Bind(r, *dev);
-    return std::make_unique<M3Runner>(config, std::move(dev), store, options,
-                                      &plans[static_cast<size_t>(r)], std::move(comm),
+    return std::make_unique<M3Runner>(config, std::move(dev), store ? &*store : nullptr, quant,
+                                      options, &plans[static_cast<size_t>(r)], std::move(comm),
                                       &shared_pages);
   };
   return parallel::MakeParallelRunner(world, make, hooks);
@@ -255,8 +266,12 @@ std::unique_ptr<ModelRunner> LoadMiniMaxM3Runner(const std::string& model_dir,
   // The device first: a missing driver or GPU is reported before any file is read.
   std::unique_ptr<backend::Device> device = backend::MakeDevice(options.device);
   ModelConfig config = LoadModelConfig(model_dir);
+  if (options.dummy_weights)
+    return std::make_unique<M3Runner>(std::move(config), std::move(device), nullptr,
+                                      backend::LoadQuantConfig(model_dir), options);
   WeightStore store = WeightStore::OpenDirectory(model_dir);
-  return std::make_unique<M3Runner>(std::move(config), std::move(device), store, options);
+  return std::make_unique<M3Runner>(std::move(config), std::move(device), &store,
+                                    backend::QuantConfig{}, options);
 }
 
 }  // namespace m3::engine::minimax_m3

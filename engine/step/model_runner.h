@@ -150,6 +150,12 @@ struct RunnerOptions {
   // intermediates, naming them.
   int tensor_parallel = 1;
   int expert_parallel = 1;
+  // Dummy weights (`--load-format dummy`, vLLM's name): no safetensors are read; every tensor
+  // the model directory's config.json (and its quantization config) describes is drawn on the
+  // device, the Linears in the formats the quantization config gives them, for serving and
+  // timing a model without its files. Seeds come from the tensor names (whole tensors agree
+  // across ranks; each rank draws its own slices).
+  bool dummy_weights = false;
 };
 
 }  // namespace m3::engine
