@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/cli/arg_parser.h"
+#include "engine/cli/quantize_command.h"
 #ifdef M3_ENGINE_SERVER
 #include "engine/cli/serve_command.h"
 #endif
@@ -49,6 +50,11 @@ constexpr const char* kUsage =
     "      ranks (threads: cpu, or GPUs cuda:K..K+N-1 over NCCL), attention split by heads,\n"
     "      experts by expert (ep) or by their intermediate (tp only);\n"
     "      --index-key-cache fp8 (any command) caches MSA index keys as e4m3 + a scale per key\n"
+    "  m3-engine quantize --model DIR --output DIR --format mxfp8|nvfp4|mixed [--dequantize]\n"
+    "      [--max-shard-size 5GB] [--mlp-names keep|released|transformers]\n"
+    "      writes the float checkpoint DIR in a released quantized layout (mxfp8: MiniMax's;\n"
+    "      nvfp4: ModelOpt NVFP4 routed experts + down_proj; mixed: ModelOpt MXFP8 + NVFP4\n"
+    "      experts), or with --dequantize those quantized values as float32, in shards\n"
     "  --load-format auto|safetensors|dummy (logits, generate, serve): dummy reads no weight\n"
     "      file: every tensor config.json (and its quantization config) describes is drawn\n"
     "      on the device (bf16 normal, std 0.02; quantized Linears in their formats)\n";
@@ -133,6 +139,7 @@ int Main(int argc, char** argv) {
   try {
     if (cmd == "logits") return RunLogits(args);
     if (cmd == "generate") return RunGenerate(args);
+    if (cmd == "quantize") return RunQuantize(args);
     if (cmd == "serve") {
 #ifdef M3_ENGINE_SERVER
       return RunServe(args);
