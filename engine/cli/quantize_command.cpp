@@ -12,6 +12,7 @@
 
 #include "engine/backend/quant_config.h"
 #include "engine/backend/quantized_parts.h"
+#include "engine/backend/source_pages.h"
 #include "engine/cli/arg_parser.h"
 #include "kernels/cpu/microscaling.h"
 #include "shared/error.h"
@@ -284,6 +285,7 @@ int RunQuantize(const std::vector<std::string>& args) {
     }
     ++counts[static_cast<int>(f)];
     for (auto& [n, t] : out) writer.Add(n, std::move(t));
+    backend::ReleasePages(v);  // what is converted is all this keeps of the source
   }
   const int shards = writer.Finish();
 

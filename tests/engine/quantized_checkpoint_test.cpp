@@ -127,9 +127,10 @@ TEST_CASE("quantized demo checkpoints: the logits and greedy tokens of their deq
       const std::vector<float> got = Logits(q, p.inputs), want = Logits(ref, p.inputs);
       const double rel = MaxRelative(got, want);
       const double vs_bf16 = MaxRelative(got, Logits(Demo(), p.inputs));
-      std::printf("  %s %s: max relative logit difference %.2g to the dequantized float32, "
-                  "%.2g to the original bf16\n",
-                  format, p.name.c_str(), rel, vs_bf16);
+      std::printf(
+          "  %s %s: max relative logit difference %.2g to the dequantized float32, "
+          "%.2g to the original bf16\n",
+          format, p.name.c_str(), rel, vs_bf16);
       CHECK(rel <= 1e-4);
       // The weights really were quantized: the original model's logits differ.
       CHECK(vs_bf16 > 1e-4);
@@ -197,6 +198,25 @@ TEST_CASE("a quantized checkpoint the engine cannot load is refused naming the t
   tp2.tensor_parallel = 2;
   refused(mx, "experts.0.w2.weight' is MXFP8 (blocks of 32 along K) but this rank's columns [",
           tp2);
+}
+
+TEST_CASE("fused parts stored in different formats are dequantized to one dense weight") {
+  // q_proj of layer 1 as the float32 of its MXFP8 values, k / v / index projections MXFP8:
+  // the fused QKV is loaded dense, the same model as the dequantized checkpoint.
+  const std::string mx = Quantized(Demo(), "mxfp8", false);
+  const std::string ref = Quantized(Demo(), "mxfp8", true);
+  const WeightStore ref_store = WeightStore::OpenDirectory(ref);
+  const std::string mixed = Rewrite(mx, [&](const std::string& n, HostTensor& t) {
+    if (n == kQProj + "weight_scale_inv") return false;
+    if (n == kQProj + "weight") {
+      const TensorView v = ref_store.Get(n);
+      t = HostTensor::Uninitialized(v.dtype, v.shape);
+      std::copy(v.data, v.data + v.nbytes, t.data());
+    }
+    return true;
+  });
+  const engine::ModelInputs in = DemoPrompts()[0].inputs;
+  CHECK(MaxRelative(Logits(mixed, in), Logits(ref, in)) <= 1e-4);
 }
 
 TEST_CASE("quantized checkpoints under tensor / expert parallelism: slices of the same model") {
