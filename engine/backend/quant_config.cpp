@@ -200,7 +200,9 @@ QuantConfig ParseQuantConfig(const nlohmann::json& j, const std::string& source)
       if (!(b.is_array() && b.size() == 2 && b[0] == 1 && b[1] == 32))
         Invalid(source, "mxfp8 needs weight_block_size [1, 32], not " + b.dump());
     }
-    q.excluded = StringList(j, "ignored_layers", source);
+    // MiniMax writes ignored_layers; some mxfp8 configs name the list `ignore`.
+    for (const char* key : {"ignored_layers", "ignore"})
+      for (std::string& e : StringList(j, key, source)) q.excluded.push_back(std::move(e));
     return q;
   }
   if (!lower.starts_with("modelopt"))

@@ -3,8 +3,8 @@
 // (dense, MXFP8, NVFP4) the module of a checkpoint name should have. The loader uses it to
 // cross-check the tensors it finds (a Linear is what its tensors say it is) and dummy weights
 // use it to pick each module's format. Understood:
-//  - MiniMax's `quant_method: mxfp8` (`weight_block_size [1, 32]`, `ignored_layers` matched as
-//    substrings of the module name, written without the `language_model.` prefix);
+//  - MiniMax's `quant_method: mxfp8` (`weight_block_size [1, 32]`, `ignored_layers` (or
+//    `ignore`) matched as substrings of the module name, written without `language_model.`);
 //  - ModelOpt (`quant_method: modelopt`, or hf_quant_config.json with `producer.name:
 //    modelopt`) with quant_algo NVFP4 (group_size 16), MXFP8 (group_size 32) or
 //    MIXED_PRECISION (`quantized_layers`: module -> {quant_algo}); its exclusion list (`ignore`

@@ -55,6 +55,10 @@ TEST_CASE("MiniMax mxfp8: every Linear but the ignored ones, matched as substrin
   CHECK(q.FormatOf("vision_tower.vision_model.encoder.layers.0.self_attn.q_proj") ==
         WeightFormat::kDense);
   CHECK(q.FormatOf("multi_modal_projector.linear_1") == WeightFormat::kDense);
+  const QuantConfig ignore =
+      ParseQuantConfig(json{{"quant_method", "mxfp8"}, {"ignore", {"self_attn"}}}, "test");
+  CHECK(ignore.FormatOf(L + "3.self_attn.q_proj") == WeightFormat::kDense);
+  CHECK(ignore.FormatOf(L + "3.block_sparse_moe.experts.1.w1") == WeightFormat::kMxfp8);
   CHECK_THROWS_WITH_AS(
       ParseQuantConfig(json{{"quant_method", "mxfp8"}, {"weight_block_size", {128, 128}}}, "cfg"),
       doctest::Contains("cfg: mxfp8 needs weight_block_size [1, 32], not [128,128]"), Error);
