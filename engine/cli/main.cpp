@@ -37,7 +37,7 @@ constexpr const char* kUsage =
     "  m3-engine serve --model DIR --port P [--host H] [--device cpu|cuda[:N]] [--max-num-seqs N]\n"
     "      [--max-batched-tokens N] [--kv-pages N | --kv-memory GiB | --gpu-memory-fraction F]\n"
     "      [--page-size N] [--cuda-graphs on|off] [--tensor-parallel N] [--expert-parallel N]\n"
-    "      [--index-key-cache bf16|fp8]\n"
+    "      [--index-key-cache bf16|fp8] [--all-reduce auto|nccl|custom]\n"
     "      [--max-prefill-chunk N] [--max-waiting N] [--no-prefix-caching]\n"
     "      [--encoder-cache-mb N] [--max-message-mb N] [--served-model-name NAME]\n"
     "      gRPC engine server (proto/engine.proto); prints 'm3-engine: listening on port P';\n"
@@ -47,7 +47,10 @@ constexpr const char* kUsage =
     "      op by op at the same padded shapes, with the same results);\n"
     "      --tensor-parallel / --expert-parallel (each 1 or the same N) run the model on N\n"
     "      ranks (threads: cpu, or GPUs cuda:K..K+N-1 over NCCL), attention split by heads,\n"
-    "      experts by expert (ep) or by their intermediate (tp only);\n"
+    "      experts by expert (ep) or by their intermediate (tp only); --all-reduce (GPUs)\n"
+    "      auto (default): decode-sized all-reduces on one-shot kernels over NVLink peer\n"
+    "      access, fused with the next RMSNorm, NCCL for the rest and without peer access;\n"
+    "      nccl: NCCL only; custom: as auto, an error without peer access;\n"
     "      --index-key-cache fp8 (any command) caches MSA index keys as e4m3 + a scale per key\n";
 
 int RunLogits(const std::vector<std::string>& args) {

@@ -16,11 +16,26 @@ namespace m3::engine::cli {
 int RunServe(const std::vector<std::string>& args) {
   server::InstallShutdownHandlers();
   ArgParser p;
-  for (const char* o :
-       {"model", "port", "host", "device", "max-num-seqs", "max-batched-tokens", "kv-pages",
-        "kv-memory", "page-size", "max-prefill-chunk", "max-waiting", "encoder-cache-mb",
-        "max-message-mb", "served-model-name", "gpu-memory-fraction", "cuda-graphs",
-        "tensor-parallel", "expert-parallel", "index-key-cache"})
+  for (const char* o : {"model",
+                        "port",
+                        "host",
+                        "device",
+                        "max-num-seqs",
+                        "max-batched-tokens",
+                        "kv-pages",
+                        "kv-memory",
+                        "page-size",
+                        "max-prefill-chunk",
+                        "max-waiting",
+                        "encoder-cache-mb",
+                        "max-message-mb",
+                        "served-model-name",
+                        "gpu-memory-fraction",
+                        "cuda-graphs",
+                        "tensor-parallel",
+                        "expert-parallel",
+                        "index-key-cache",
+                        "all-reduce"})
     p.AddOption(o);
   p.AddFlag("no-prefix-caching");
   p.Parse(args);
@@ -84,6 +99,9 @@ int RunServe(const std::vector<std::string>& args) {
               ": when both are above 1 they must be equal (one group of ranks)");
   ro.tensor_parallel = static_cast<int>(tp);
   ro.expert_parallel = static_cast<int>(ep);
+  ro.all_reduce = p.Choice("all-reduce", {"auto", "nccl", "custom"}, "auto");
+  Require(gpu || !p.Has("all-reduce"), ErrorCode::kInvalidArgument,
+          "--all-reduce needs a GPU --device (cuda or cuda:N)");
   EngineCore core(LoadModelRunner(model_dir, ro), cfg);
   return server::RunServer(core, so);
 }

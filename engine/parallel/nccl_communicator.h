@@ -6,22 +6,42 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/backend/device.h"
 #include "engine/parallel/communicator.h"
+#include "shared/error.h"
 
 namespace m3::engine::parallel {
 
 // True when this build has the NCCL communicator.
 bool BuiltWithNccl();
 
+class PeerAllReduceGroup;
+
+// Which all-reduce a group's communicators run (--all-reduce): kAuto the peer kernels
+// (peer_all_reduce_communicator.h) for the messages they take where every pair of the GPUs has
+// peer access, else NCCL (logged once); kCustom the same, failing to set up without peer
+// access; kNccl NCCL only (the comparison baseline).
+enum class AllReduceMode { kAuto, kNccl, kCustom };
+
+// "auto", "nccl" or "custom"; kInvalidArgument otherwise.
+inline AllReduceMode ParseAllReduceMode(const std::string& name) {
+  if (name == "auto") return AllReduceMode::kAuto;
+  if (name == "nccl") return AllReduceMode::kNccl;
+  if (name == "custom") return AllReduceMode::kCustom;
+  throw Error(ErrorCode::kInvalidArgument,
+              "all-reduce must be 'auto', 'nccl' or 'custom', not '" + name + "'");
+}
+
 class NcclGroup {
  public:
-  // One communicator per GPU of `devices` (ncclCommInitAll), rank i on devices[i]. Throws
-  // kInvalidArgument when the machine has fewer GPUs, kUnavailable when libnccl.so.2 cannot be
-  // loaded or NCCL cannot set up the group, and kUnsupported in builds without NCCL.
-  explicit NcclGroup(const std::vector<int>& devices);
+  // One communicator per GPU of `devices` (ncclCommInitAll), rank i on devices[i], with the
+  // peer all-reduce in front of it as `mode` says. Throws kInvalidArgument when the machine has
+  // fewer GPUs, kUnavailable when libnccl.so.2 cannot be loaded or NCCL cannot set up the group
+  // (or, with kCustom, the GPUs lack peer access), and kUnsupported in builds without NCCL.
+  explicit NcclGroup(const std::vector<int>& devices, AllReduceMode mode = AllReduceMode::kNccl);
   ~NcclGroup();
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
@@ -30,9 +50,13 @@ class NcclGroup {
   // communicator then owns its NCCL handle. Call once per rank, on the rank's thread.
   std::unique_ptr<Communicator> Bind(int rank, backend::Device& device);
 
-  // Aborts every rank's NCCL communicator (ncclCommAbort), which releases ranks whose kernels
-  // wait for a peer that failed; later collectives throw kUnavailable. For good: an aborted
-  // NCCL communicator cannot be reused. Safe from any thread, while collectives run.
+  // Whether the communicators run the peer all-reduce (else NCCL only).
+  bool peer_all_reduce() const { return peer_ != nullptr; }
+
+  // Aborts every rank's NCCL communicator (and releases the peer kernels' waits) (ncclCommAbort),
+  // which releases ranks whose kernels wait for a peer that failed; later collectives throw
+  // kUnavailable. For good: an aborted NCCL communicator cannot be reused. Safe from any thread,
+  // while collectives run.
   void Abort();
 
   struct State;  // the ranks' handles, shared with their communicators
@@ -40,6 +64,7 @@ class NcclGroup {
  private:
   std::vector<int> devices_;
   std::shared_ptr<State> state_;
+  std::shared_ptr<PeerAllReduceGroup> peer_;  // null: NCCL only
 };
 
 }  // namespace m3::engine::parallel

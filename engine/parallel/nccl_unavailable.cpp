@@ -8,7 +8,7 @@ bool BuiltWithNccl() {
   return false;
 }
 
-NcclGroup::NcclGroup(const std::vector<int>& devices) : devices_(devices) {
+NcclGroup::NcclGroup(const std::vector<int>& devices, AllReduceMode) : devices_(devices) {
   throw Error(ErrorCode::kUnsupported,
               "tensor / expert parallelism on GPUs needs NCCL, which this build lacks (build "
               "with the CUDA toolkit and its nccl.h)");

@@ -150,6 +150,10 @@ struct RunnerOptions {
   // intermediates, naming them.
   int tensor_parallel = 1;
   int expert_parallel = 1;
+  // GPU ranks' all-reduces (engine/parallel/nccl_communicator.h, AllReduceMode): "auto" (the
+  // one-shot peer kernels over NVLink for decode-sized messages where the GPUs have peer access,
+  // NCCL otherwise), "custom" (the same, an error without peer access) or "nccl" (NCCL only).
+  std::string all_reduce = "auto";
 };
 
 }  // namespace m3::engine
