@@ -16,27 +16,13 @@ namespace m3::engine::cli {
 int RunServe(const std::vector<std::string>& args) {
   server::InstallShutdownHandlers();
   ArgParser p;
-  for (const char* o : {"model",
-                        "port",
-                        "host",
-                        "device",
-                        "max-num-seqs",
-                        "max-batched-tokens",
-                        "kv-pages",
-                        "kv-memory",
-                        "page-size",
-                        "max-prefill-chunk",
-                        "max-waiting",
-                        "encoder-cache-mb",
-                        "max-message-mb",
-                        "served-model-name",
-                        "gpu-memory-fraction",
-                        "cuda-graphs",
-                        "tensor-parallel",
-                        "expert-parallel",
-                        "index-key-cache",
-                        "all-reduce"})
+  for (const char* o :
+       {"model", "port", "host", "device", "max-num-seqs", "max-batched-tokens", "kv-pages",
+        "kv-memory", "page-size", "max-prefill-chunk", "max-waiting", "encoder-cache-mb",
+        "max-message-mb", "served-model-name", "gpu-memory-fraction", "cuda-graphs",
+        "tensor-parallel", "expert-parallel", "index-key-cache"})
     p.AddOption(o);
+  p.AddOption("all-reduce");
   p.AddFlag("no-prefix-caching");
   p.Parse(args);
   const std::string model_dir = p.Required("model");
