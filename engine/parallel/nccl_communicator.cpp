@@ -238,6 +238,10 @@ std::unique_ptr<Communicator> NcclGroup::Bind(int rank, backend::Device& device)
   return nccl;
 }
 
+int64_t NcclGroup::peer_max_bytes() const {
+  return peer_ ? peer_->max_bytes() : 0;
+}
+
 void NcclGroup::Abort() {
   if (peer_) peer_->Abort();  // first: its kernels spin rather than wait inside NCCL
   std::unique_lock<std::shared_mutex> lock(state_->mu);

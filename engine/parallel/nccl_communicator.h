@@ -52,6 +52,8 @@ class NcclGroup {
 
   // Whether the communicators run the peer all-reduce (else NCCL only).
   bool peer_all_reduce() const { return peer_ != nullptr; }
+  // The largest all-reduce the peer kernels take (0 without them).
+  int64_t peer_max_bytes() const;
 
   // Aborts every rank's NCCL communicator (and releases the peer kernels' waits) (ncclCommAbort),
   // which releases ranks whose kernels wait for a peer that failed; later collectives throw

@@ -16,6 +16,10 @@ NcclGroup::NcclGroup(const std::vector<int>& devices, AllReduceMode) : devices_(
 
 NcclGroup::~NcclGroup() = default;
 
+int64_t NcclGroup::peer_max_bytes() const {
+  return 0;
+}
+
 void NcclGroup::Abort() {}
 
 std::unique_ptr<Communicator> NcclGroup::Bind(int, backend::Device&) {
