@@ -200,6 +200,9 @@ std::shared_ptr<PeerAllReduceGroup> PeerAllReduceGroup::Make(const std::vector<i
   for (int i = 0; i < world; ++i)
     for (int j = 0; j < world; ++j) {
       if (i == j) continue;
+      if (devices[i] == devices[j])
+        return unavailable("ranks " + std::to_string(i) + " and " + std::to_string(j) +
+                           " share cuda:" + std::to_string(devices[i]));
       int can = 0;
       CheckCuda(cudaDeviceCanAccessPeer(&can, devices[i], devices[j]), "cudaDeviceCanAccessPeer");
       if (!can)

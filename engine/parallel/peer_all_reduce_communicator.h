@@ -9,6 +9,21 @@
 // alone, so every rank takes the same path for the same call (the kernels synchronize the ranks
 // among themselves; a rank taking NCCL where its peer took the kernel would hang both).
 // Everything is queued on the rank's device stream and is graph-capturable.
+//
+// What else would cut the per-layer latency of a TP decode step (issue 41), by expected payoff:
+// - the shared expert on a second stream inside the recorded graph, beside the router, routing
+//   and routed experts (they only meet at the MoE output's sum), and the MSA index scan beside
+//   the dense attention work: both hide whole kernel chains rather than shave launches;
+// - fewer, larger kernels around the collectives: o_proj's GEMV writing straight into the
+//   staging buffer (the one-shot kernel's copy-in then disappears), the MoE combine likewise,
+//   and the next layer's QKV GEMV consuming the fused kernel's normalized rows without a round
+//   trip (a persistent "layer tail" kernel);
+// - a push variant of the one-shot kernel (each rank writes its slice into every peer's buffer
+//   with the flag after it, then reads only local memory): one NVLink traversal instead of a
+//   flag store plus a remote read round trip, a few microseconds per collective;
+// - two-shot (reduce-scatter + all-gather in one kernel) between this path's limit and NCCL's
+//   bandwidth regime, for mid-sized prefill chunks;
+// - prefetching the next layer's weights into L2 during the collectives' waits.
 #pragma once
 
 #include <cstdint>
