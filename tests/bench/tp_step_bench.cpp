@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -214,6 +215,17 @@ double Ms(cudaEvent_t a, cudaEvent_t b) {
   return ms;
 }
 
+// The same for the events recorded inside a graph (the breakdown): NaN, not a failed run, if
+// this driver cannot time them.
+double GraphMs(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nan("");
+  }
+  return ms;
+}
+
 // B decode rows of sequences with `ctx` tokens each (ctx - 1 cached), sequence s on pages
 // [s * P, (s + 1) * P); every row's logits wanted (the step the decode graphs replay).
 ForwardBatch DecodeBatch(int64_t seqs, int64_t ctx, int64_t page, int64_t vocab, uint64_t seed) {
@@ -384,14 +396,18 @@ class Ranks {
         // Collectives 2l (after o_proj) and 2l + 1 (after the MLP) belong to layer l; a layer
         // spans from the previous layer's last collective's end to its own last one's end.
         const TimedCommunicator& tc = *timers[0];
-        auto dur = [&](size_t c) { return Ms(tc.start(first_call + c), tc.end(first_call + c)); };
+        auto dur = [&](size_t c) {
+          return GraphMs(tc.start(first_call + c), tc.end(first_call + c));
+        };
         double all = 0;
         for (size_t c = 0; c < calls_per_step; ++c) all += dur(c);
-        step_coll.push_back(all);
+        if (!std::isnan(all)) step_coll.push_back(all);
         for (size_t l = 1; l < static_cast<size_t>(layers()) && 2 * l + 1 < calls_per_step; ++l) {
           if (!weights_moe(l)) continue;
-          const double span = Ms(tc.end(first_call + 2 * l - 1), tc.end(first_call + 2 * l + 1));
+          const double span =
+              GraphMs(tc.end(first_call + 2 * l - 1), tc.end(first_call + 2 * l + 1));
           const double coll = dur(2 * l) + dur(2 * l + 1);
+          if (std::isnan(span) || std::isnan(coll)) continue;
           layer_span.push_back(span * 1000);
           layer_coll.push_back(coll * 1000);
           layer_other.push_back((span - coll) * 1000);
