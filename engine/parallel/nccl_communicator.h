@@ -1,8 +1,9 @@
 // NcclGroup / NcclCommunicator: collectives among ranks that are threads of one process, one
-// GPU each, over NCCL (NVLink / PCIe), queued on each rank's CUDA device stream so they order
-// with its kernels and can be captured into its decode graphs. libnccl.so.2 (from the CUDA
-// toolkit) is loaded when a group is made, so binaries that never run parallel on GPUs do not
-// need it. Built where nvcc and nccl.h were found (M3_HAVE_NCCL).
+// GPU each, over NCCL (NVLink / PCIe; decode-sized all-reduces on the peer kernels in front of
+// it, peer_all_reduce_communicator.h, as AllReduceMode says), queued on each rank's CUDA device
+// stream so they order with its kernels and can be captured into its decode graphs. libnccl.so.2
+// (from the CUDA toolkit) is loaded when a group is made, so binaries that never run parallel on
+// GPUs do not need it. Built where nvcc and nccl.h were found (M3_HAVE_NCCL).
 #pragma once
 
 #include <memory>
@@ -55,8 +56,8 @@ class NcclGroup {
   // The largest all-reduce the peer kernels take (0 without them).
   int64_t peer_max_bytes() const;
 
-  // Aborts every rank's NCCL communicator (and releases the peer kernels' waits) (ncclCommAbort),
-  // which releases ranks whose kernels wait for a peer that failed; later collectives throw
+  // Aborts every rank's NCCL communicator (ncclCommAbort) and the peer all-reduce, which
+  // releases ranks whose kernels wait for a peer that failed; later collectives throw
   // kUnavailable. For good: an aborted NCCL communicator cannot be reused. Safe from any thread,
   // while collectives run.
   void Abort();
