@@ -258,6 +258,7 @@ struct Result {
   // --breakdown, per MoE layer (rank 0): inside the two collectives, the rest of the layer.
   double layer_collective_us = -1, layer_other_us = -1, layer_us = -1;
   double step_collective_ms = -1;  // every collective of the step
+  int64_t graph_ops = 0;           // operations (kernels, copies) in rank 0's recorded step
 };
 
 std::string Json(const Result& r) {
@@ -266,10 +267,11 @@ std::string Json(const Result& r) {
                 "{\"tp\": %d, \"all_reduce\": \"%s\", \"layers\": %lld, \"batch\": %lld, "
                 "\"wall_ms\": %.4f, \"gpu_ms\": %.4f, \"idle_ms\": %.4f, \"layer_us\": %.2f, "
                 "\"layer_collective_us\": %.2f, \"layer_other_us\": %.2f, "
-                "\"step_collective_ms\": %.4f}",
+                "\"step_collective_ms\": %.4f, \"graph_ops\": %lld}",
                 r.tp, r.mode.c_str(), static_cast<long long>(r.layers),
                 static_cast<long long>(r.batch), r.wall_ms, r.gpu_ms, r.wall_ms - r.gpu_ms,
-                r.layer_us, r.layer_collective_us, r.layer_other_us, r.step_collective_ms);
+                r.layer_us, r.layer_collective_us, r.layer_other_us, r.step_collective_ms,
+                static_cast<long long>(r.graph_ops));
   return buf;
 }
 
@@ -381,6 +383,8 @@ class Ranks {
       // calls_per_step collectives of that step are the recorded ones.
       const size_t before = timers[0] ? timers[0]->calls() : 0;
       step(false);
+      const be::DecodeGraphCache* recorded = graph[0]->decode_graphs();
+      const int64_t graph_ops = recorded ? recorded->last_recorded_operations() : 0;
       if (timers[0]) {
         calls_per_step = (timers[0]->calls() - before) / 2;
         first_call = timers[0]->calls() - calls_per_step;
@@ -420,6 +424,7 @@ class Ranks {
       res.batch = B;
       res.wall_ms = Median(wall);
       res.gpu_ms = Median(gpu);
+      res.graph_ops = graph_ops;
       if (!layer_span.empty()) {
         res.layer_us = Median(layer_span);
         res.layer_collective_us = Median(layer_coll);
@@ -570,9 +575,10 @@ int Run(const Options& o) {
           }
         }
         for (const Result& r : res) {
-          std::printf("  %-6s batch %3lld: step %.3f ms wall, %.3f ms GPU (idle %.3f ms)",
-                      r.mode.c_str(), static_cast<long long>(r.batch), r.wall_ms, r.gpu_ms,
-                      r.wall_ms - r.gpu_ms);
+          std::printf(
+              "  %-6s batch %3lld: step %.3f ms wall, %.3f ms GPU (idle %.3f ms), %lld graph ops",
+              r.mode.c_str(), static_cast<long long>(r.batch), r.wall_ms, r.gpu_ms,
+              r.wall_ms - r.gpu_ms, static_cast<long long>(r.graph_ops));
           if (r.layer_us >= 0)
             std::printf(
                 "; per MoE layer (events run) %.1f us: collectives %.1f, rest %.1f; "
@@ -586,30 +592,37 @@ int Run(const Options& o) {
     }
   }
   // The per-layer cost: the deepest against the shallowest checkpoint of each TP size and mode.
-  std::printf("\nper MSA + MoE layer, (deepest - shallowest step) / (layer difference), ms:\n");
-  std::printf("  %3s %6s %10s %10s %10s\n", "TP", "batch", "nccl", "custom", "single");
-  std::map<std::tuple<int, int64_t, std::string>, double> per_layer;
+  std::printf(
+      "\nper MSA + MoE layer, (deepest - shallowest step) / (layer difference): ms (graph "
+      "operations, i.e. kernels and copies, per layer):\n");
+  std::printf("  %3s %6s %16s %16s %16s\n", "TP", "batch", "nccl", "custom", "single");
+  std::map<std::tuple<int, int64_t, std::string>, double> per_layer, ops_per_layer;
   for (const Result& hi : all)
     for (const Result& lo : all)
       if (hi.tp == lo.tp && hi.mode == lo.mode && hi.batch == lo.batch && hi.layers > lo.layers) {
         const double v = (hi.wall_ms - lo.wall_ms) / double(hi.layers - lo.layers);
+        const double ops = double(hi.graph_ops - lo.graph_ops) / double(hi.layers - lo.layers);
         per_layer[{hi.tp, hi.batch, hi.mode}] = v;
-        char line[256];
+        ops_per_layer[{hi.tp, hi.batch, hi.mode}] = ops;
+        char line[320];
         std::snprintf(line, sizeof line,
                       "{\"per_layer\": true, \"tp\": %d, \"all_reduce\": \"%s\", \"batch\": %lld, "
-                      "\"layers\": [%lld, %lld], \"ms_per_layer\": %.4f}",
+                      "\"layers\": [%lld, %lld], \"ms_per_layer\": %.4f, \"ops_per_layer\": %.2f}",
                       hi.tp, hi.mode.c_str(), static_cast<long long>(hi.batch),
-                      static_cast<long long>(lo.layers), static_cast<long long>(hi.layers), v);
+                      static_cast<long long>(lo.layers), static_cast<long long>(hi.layers), v, ops);
         json.push_back(line);
       }
   for (int tp : o.tp)
     for (int64_t B : o.batches) {
       auto get = [&](const std::string& m) {
         auto it = per_layer.find({tp, B, m});
-        return it == per_layer.end() ? std::string("-") : std::to_string(it->second).substr(0, 6);
+        if (it == per_layer.end()) return std::string("-");
+        char cell[64];
+        std::snprintf(cell, sizeof cell, "%.4f (%.1f)", it->second, ops_per_layer[{tp, B, m}]);
+        return std::string(cell);
       };
       if (tp > gpus) continue;
-      std::printf("  %3d %6lld %10s %10s %10s\n", tp, static_cast<long long>(B),
+      std::printf("  %3d %6lld %16s %16s %16s\n", tp, static_cast<long long>(B),
                   get("nccl").c_str(), get("custom").c_str(), get("single").c_str());
     }
   for (const std::string& j : json) std::printf("json %s\n", j.c_str());
