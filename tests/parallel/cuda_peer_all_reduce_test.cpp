@@ -144,6 +144,32 @@ double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+// Elements where a sum in another order, rounded after each add (NCCL's ring), differs from
+// the rank-order sum by more than its rounding can: each of the ranks' roundings errs by at most
+// half a unit in the last place of a partial sum, |partial| <= sum |x_r| (bf16: 2^-9 of it,
+// float32: 2^-24), so world * that bound (with a factor 2 to spare) holds.
+int64_t BeyondRounding(const std::vector<float>& got, const std::vector<float>& want,
+                       const std::vector<std::vector<float>>& in, bool bf16) {
+  const double unit = bf16 ? 1.0 / 256.0 : 1.0 / (1 << 23);
+  int64_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double mag = 0;
+    for (const auto& x : in) mag += std::abs(double(x[i]));
+    bad += std::abs(double(got[i]) - double(want[i])) > double(in.size()) * unit * mag + 1e-30;
+  }
+  return bad;
+}
+
+// Relative L2 distance of a from b.
+double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
 void CheckSums(Ranks& g) {
   const int64_t limit = g.peer_group->peer_max_bytes();
   REQUIRE(limit >= 64 * 6144 * 2);  // decode steps of the real width take the peer kernels
@@ -173,9 +199,16 @@ void CheckSums(Ranks& g) {
       CHECK(got[r] == got[0]);  // every rank the same bits, on either path
       if (peer_path) CHECK(got[r] == want);
       // NCCL: exact at 2 ranks for bf16 (one rounded add), otherwise within its rounding.
-      if (g.size() == 2 && c.bf16) CHECK(nccl[r] == want);
-      CHECK(MaxRelDiff(nccl[r], want) <= (c.bf16 ? 2.0 * g.size() / 256.0 : 1e-5));
-      CHECK(MaxRelDiff(got[r], want) <= (c.bf16 ? 2.0 * g.size() / 256.0 : 1e-5));
+      // NCCL: within its own rounding of the rank-order sum (at 2 ranks bf16 sums round once
+      // either way: how many elements agree bit for bit is printed, not required).
+      CHECK(BeyondRounding(nccl[r], want, in, c.bf16) == 0);
+      CHECK(BeyondRounding(got[r], want, in, c.bf16) == 0);
+      if (r == 0 && c.bf16) {
+        int64_t same = 0;
+        for (size_t i = 0; i < want.size(); ++i) same += nccl[0][i] == got[0][i];
+        MESSAGE(g.size() << " ranks, " << c.n << " bf16: " << same << " of " << c.n
+                         << " elements bit-identical to NCCL's");
+      }
     }
   }
 }
@@ -312,8 +345,9 @@ void CheckFused(Ranks& g, int64_t rows, int64_t dim) {
     CHECK(res[0][r].out == res[1][r].out);  // the same arithmetic in the same order
     CHECK(res[0][r].out == res[0][0].out);
     CHECK(MaxRelDiff(res[0][r].out, want_out) <= 2.0 / 256.0);
-    CHECK(MaxRelDiff(res[2][r].out, res[0][r].out) <= 2.0 * g.size() / 256.0);
-    CHECK(MaxRelDiff(res[2][r].residual, res[0][r].residual) <= 2.0 * g.size() / 256.0);
+    // NCCL's sum rounds after each add past 2 ranks: within bf16 rounding over the tensor.
+    CHECK(RelL2(res[2][r].out, res[0][r].out) <= 1e-2);
+    CHECK(RelL2(res[2][r].residual, res[0][r].residual) <= 1e-2);
   }
 }
 
