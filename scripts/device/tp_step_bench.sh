@@ -21,7 +21,11 @@
 #   EXTRA_BINS="cuda_parallel_test cuda_peer_all_reduce_test m3-bench-tp-step" \
 #     scripts/device/pack_gpu_bundle.sh B
 # carried at build-device/gpu-bundle.tar.xz (env GPU_BUNDLE). Env: STEPS="1 2 3" (which parts),
+# PARITY_CASES (step 2's test cases, default "*peer all-reduce*": the 2- and the 4-GPU case),
 # TP (default "1 2 4"), BATCH (default 1,4,16,64), BENCH_ARGS (more m3-bench-tp-step flags).
+# A device command has 10 minutes: on 4 GPUs run the parts in separate calls (the checkpoints
+# stay in /dev/shm while the machine is held), e.g. STEPS="1 2" PARITY_CASES="2 GPUs: peer*",
+# then STEPS=2 PARITY_CASES="4 GPUs: peer*", then STEPS=3 TP="2 4", then STEPS=3 TP=1.
 # Logs and the benchmark's JSON under $OUT. Usage (repo root): bash scripts/device/tp_step_bench.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -72,9 +76,9 @@ export NCCL_NVLS_ENABLE=0
     echo "cuda_peer_all_reduce_test exit ${PIPESTATUS[0]}"
   fi
   if [[ " $STEPS " == *" 2 "* ]]; then
-    step "cuda_parallel_test -tc='*peer all-reduce*'"
-    M3_PARALLEL_CHECKPOINT="$ck4" timeout 400 "$BUILD/bin/cuda_parallel_test" \
-      -tc="*peer all-reduce*" 2>&1 | grep -vE "^[IW] [0-9:.]+ "
+    step "cuda_parallel_test -tc='${PARITY_CASES:-*peer all-reduce*}'"
+    M3_PARALLEL_CHECKPOINT="$ck4" timeout 560 "$BUILD/bin/cuda_parallel_test" \
+      -tc="${PARITY_CASES:-*peer all-reduce*}" 2>&1 | grep -vE "^[IW] [0-9:.]+ "
     echo "cuda_parallel_test exit ${PIPESTATUS[0]}"
   fi
   if [[ " $STEPS " == *" 3 "* ]]; then
