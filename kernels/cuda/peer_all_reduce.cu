@@ -47,6 +47,7 @@ namespace m3::kernels::cuda {
 namespace {
 
 constexpr int kSumThreads = 512;
+constexpr int kSumUnroll = 2;  // packs a thread loads from every rank before summing any
 // The fused kernel's rows are held in registers as in rms_norm.cu's AddRmsNormVecKernel (the
 // same thread count and element mapping, so its block sums add in the same order).
 constexpr int kNormThreads = 256;
@@ -158,21 +159,28 @@ struct Pack<float> {
   }
 };
 
-// Step 3 for pack i: every rank's staged pack, summed in rank order in float32. The loads are
-// all issued before the first add.
-template <typename T>
-__device__ __forceinline__ void SumRanks(const PeerAllReduceRanks& p, uint32_t e, int64_t i,
-                                         float (&acc)[Pack<T>::kN]) {
-  uint4 v[kPeerMaxRanks];
+// Step 3, the loads: pack i of this call's staging of every rank (its own locally, the peers'
+// over NVLink, bypassing L1). W: the group's size, or kPeerMaxRanks for sizes without their
+// own instance (ranks at or past p.world are skipped). Callers issue every load a thread needs
+// before the first add, so a thread waits for one NVLink round trip, not one per pack.
+template <int W>
+__device__ __forceinline__ void LoadRanks(const PeerAllReduceRanks& p, uint32_t e, int64_t i,
+                                          uint4 (&v)[W]) {
 #pragma unroll
-  for (int r = 0; r < kPeerMaxRanks; ++r)
+  for (int r = 0; r < W; ++r)
     if (r < p.world) {
       const uint4* s = Staging(p, r, e) + i;
       v[r] = r == p.rank ? *s : __ldcg(s);
     }
+}
+
+// Step 3, the sum: in rank order, in float32.
+template <typename T, int W>
+__device__ __forceinline__ void AddRanks(const PeerAllReduceRanks& p, const uint4 (&v)[W],
+                                         float (&acc)[Pack<T>::kN]) {
   Pack<T>::Unpack(v[0], acc);
 #pragma unroll
-  for (int r = 1; r < kPeerMaxRanks; ++r)
+  for (int r = 1; r < W; ++r)
     if (r < p.world) {
       float f[Pack<T>::kN];
       Pack<T>::Unpack(v[r], f);
@@ -181,7 +189,7 @@ __device__ __forceinline__ void SumRanks(const PeerAllReduceRanks& p, uint32_t e
     }
 }
 
-template <typename T>
+template <typename T, int W>
 __global__ void __launch_bounds__(kSumThreads)
     PeerSumKernel(PeerAllReduceRanks p, void* data, int64_t packs, bool aligned) {
   ChainedKernelStart();
@@ -194,14 +202,28 @@ __global__ void __launch_bounds__(kSumThreads)
   for (int64_t i = first + threadIdx.x; i < last; i += blockDim.x)
     mine[i] = LoadPack(data, i, aligned);
   Arrive(p, e);
-  for (int64_t i = first + threadIdx.x; i < last; i += blockDim.x) {
-    float acc[Pack<T>::kN];
-    SumRanks<T>(p, e, i, acc);
-    StorePack(data, i, Pack<T>::Round(acc), aligned);
+  const int64_t stride = int64_t{kSumUnroll} * blockDim.x;
+  for (int64_t base = first + threadIdx.x; base < last; base += stride) {
+    uint4 v[kSumUnroll][W];
+#pragma unroll
+    for (int u = 0; u < kSumUnroll; ++u) {
+      const int64_t i = base + int64_t{u} * blockDim.x;
+      if (i < last) LoadRanks<W>(p, e, i, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kSumUnroll; ++u) {
+      const int64_t i = base + int64_t{u} * blockDim.x;
+      if (i < last) {
+        float acc[Pack<T>::kN];
+        AddRanks<T, W>(p, v[u], acc);
+        StorePack(data, i, Pack<T>::Round(acc), aligned);
+      }
+    }
   }
   Depart(p, e);
 }
 
+template <int W>
 __global__ void __launch_bounds__(kNormThreads)
     PeerAddRmsNormKernel(PeerAllReduceRanks p, const bf16* delta, bf16* residual, int64_t rows,
                          int64_t dim, const float* w, float eps, bf16* out, bool aligned) {
@@ -215,21 +237,30 @@ __global__ void __launch_bounds__(kNormThreads)
       mine[row * n8 + i] = LoadPack(delta, row * n8 + i, aligned);
   Arrive(p, e);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    uint4 xv[kNormMaxVec];
+    const int64_t base = row * n8;
+    uint4 v[kNormMaxVec][W], xv[kNormMaxVec];
+#pragma unroll
+    for (int j = 0; j < kNormMaxVec; ++j) {
+      const int64_t i = threadIdx.x + int64_t{j} * kNormThreads;
+      if (i < n8) {
+        LoadRanks<W>(p, e, base + i, v[j]);
+        xv[j] = LoadPack(residual, base + i, aligned);
+      }
+    }
     float ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < kNormMaxVec; ++j) {
       const int64_t i = threadIdx.x + int64_t{j} * kNormThreads;
       if (i >= n8) break;
       float acc[8], g[8], f[8];
-      SumRanks<bf16>(p, e, row * n8 + i, acc);
+      AddRanks<bf16, W>(p, v[j], acc);
       // The all-reduced delta as a bf16 tensor would hold it.
       Unpack8(Pack<bf16>::Round(acc), g);
-      Unpack8(LoadPack(residual, row * n8 + i, aligned), f);
+      Unpack8(xv[j], f);
 #pragma unroll
       for (int k = 0; k < 8; ++k) f[k] += g[k];
       xv[j] = Pack<bf16>::Round(f);
-      StorePack(residual, row * n8 + i, xv[j], aligned);
+      StorePack(residual, base + i, xv[j], aligned);
       Unpack8(xv[j], f);
 #pragma unroll
       for (int k = 0; k < 8; ++k) ss += f[k] * f[k];
@@ -247,10 +278,29 @@ __global__ void __launch_bounds__(kNormThreads)
       Unpack8(xv[j], f);
 #pragma unroll
       for (int k = 0; k < 8; ++k) f[k] = (f[k] * inv) * (1.0f + wf[k]);
-      StorePack(out, row * n8 + i, Pack<bf16>::Round(f), aligned);
+      StorePack(out, base + i, Pack<bf16>::Round(f), aligned);
     }
   }
   Depart(p, e);
+}
+
+template <int W>
+void LaunchSum(const PeerAllReduceRanks& ranks, void* data, ElemType type, int64_t packs,
+               unsigned blocks, bool aligned, cudaStream_t stream) {
+  if (type == ElemType::kF32)
+    LaunchAfterPrior(PeerSumKernel<float, W>, blocks, kSumThreads, 0, stream, ranks, data, packs,
+                     aligned);
+  else
+    LaunchAfterPrior(PeerSumKernel<bf16, W>, blocks, kSumThreads, 0, stream, ranks, data, packs,
+                     aligned);
+}
+
+template <int W>
+void LaunchAddRmsNorm(const PeerAllReduceRanks& ranks, unsigned blocks, cudaStream_t stream,
+                      const bf16* delta, bf16* residual, int64_t rows, int64_t dim, const float* w,
+                      float eps, bf16* out, bool aligned) {
+  LaunchAfterPrior(PeerAddRmsNormKernel<W>, blocks, kNormThreads, 0, stream, ranks, delta, residual,
+                   rows, dim, w, eps, out, aligned);
 }
 
 }  // namespace
@@ -266,12 +316,13 @@ void PeerAllReduceSum(const PeerAllReduceRanks& ranks, void* data, ElemType type
   const unsigned blocks = static_cast<unsigned>(
       std::min<int64_t>(kPeerMaxBlocks, (packs + kSumThreads - 1) / kSumThreads));
   const bool aligned = Aligned16(data);
-  if (type == ElemType::kF32)
-    LaunchAfterPrior(PeerSumKernel<float>, blocks, kSumThreads, 0, stream, ranks, data, packs,
-                     aligned);
+  // Instances for the group sizes tensor parallelism uses; the rest share the widest.
+  if (ranks.world == 2)
+    LaunchSum<2>(ranks, data, type, packs, blocks, aligned, stream);
+  else if (ranks.world == 4)
+    LaunchSum<4>(ranks, data, type, packs, blocks, aligned, stream);
   else
-    LaunchAfterPrior(PeerSumKernel<bf16>, blocks, kSumThreads, 0, stream, ranks, data, packs,
-                     aligned);
+    LaunchSum<kPeerMaxRanks>(ranks, data, type, packs, blocks, aligned, stream);
   CheckLaunch("PeerAllReduceSum");
 }
 
@@ -288,8 +339,13 @@ void PeerAllReduceAddRmsNorm(const PeerAllReduceRanks& ranks, const bf16* delta,
     throw std::runtime_error("PeerAllReduceAddRmsNorm: unsupported shape");
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(kPeerMaxBlocks, rows));
   const bool aligned = Aligned16(delta) && Aligned16(residual) && Aligned16(w) && Aligned16(out);
-  LaunchAfterPrior(PeerAddRmsNormKernel, blocks, kNormThreads, 0, stream, ranks, delta, residual,
-                   rows, dim, w, eps, out, aligned);
+  if (ranks.world == 2)
+    LaunchAddRmsNorm<2>(ranks, blocks, stream, delta, residual, rows, dim, w, eps, out, aligned);
+  else if (ranks.world == 4)
+    LaunchAddRmsNorm<4>(ranks, blocks, stream, delta, residual, rows, dim, w, eps, out, aligned);
+  else
+    LaunchAddRmsNorm<kPeerMaxRanks>(ranks, blocks, stream, delta, residual, rows, dim, w, eps, out,
+                                    aligned);
   CheckLaunch("PeerAllReduceAddRmsNorm");
 }
 
