@@ -1,13 +1,13 @@
 // The peer all-reduce (engine/parallel/peer_all_reduce_communicator.h, kernels/cuda/
 // peer_all_reduce.cuh) on 2 GPUs and on every GPU of the machine (up to 8): sums against the
 // exact host reference (bf16 inputs summed in rank order in float32, rounded once: the kernels
-// must match it bit for bit, on every rank) and against NCCL (equal at 2 ranks, within bf16
-// rounding at more); messages above the size limit or of odd sizes go to NCCL; hundreds of
-// calls in a row (the staging halves and epochs turn over) and replays of a recorded CUDA graph
-// with new inputs each time (the epoch lives on the device); the fused AllReduceAddRmsNorm
-// against the peer sum followed by the ops' AddRmsNorm (the same bits) and NCCL's; a rank
-// failing while its peer waits inside the kernel. Its own main: exits 77 (skipped) where fewer
-// than 2 usable GPUs are present.
+// must match it bit for bit, on every rank) and against NCCL (within its rounding; how many
+// elements agree bit for bit is printed); messages above the size limit or of odd sizes go to NCCL;
+// hundreds of calls in a row (the staging halves and epochs turn over) and replays of a recorded
+// CUDA graph with new inputs each time (the epoch lives on the device); the fused
+// AllReduceAddRmsNorm against the peer sum followed by the ops' AddRmsNorm (the same bits) and
+// NCCL's; a rank failing while its peer waits inside the kernel. Its own main: exits 77 (skipped)
+// where fewer than 2 usable GPUs are present.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
@@ -198,7 +198,6 @@ void CheckSums(Ranks& g) {
       CAPTURE(r);
       CHECK(got[r] == got[0]);  // every rank the same bits, on either path
       if (peer_path) CHECK(got[r] == want);
-      // NCCL: exact at 2 ranks for bf16 (one rounded add), otherwise within its rounding.
       // NCCL: within its own rounding of the rank-order sum (at 2 ranks bf16 sums round once
       // either way: how many elements agree bit for bit is printed, not required).
       CHECK(BeyondRounding(nccl[r], want, in, c.bf16) == 0);
