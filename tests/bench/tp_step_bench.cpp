@@ -21,7 +21,9 @@
 //   m3-bench-tp-step --checkpoints DIR4,DIR8 [--tp 1,2,4] [--batch 1,4,16,64] [--context 1024]
 //       [--steps 30] [--warmup 5] [--breakdown] [--sweep] [--json FILE]
 // One JSON object per measured configuration on stdout lines starting with "json " (and in
-// --json FILE).
+// --json FILE). M3_PEER_ALL_REDUCE_MAX_BYTES sets the peer path's size limit for the decode
+// steps (e.g. after --sweep found another crossover); graph operations per layer (the recorded
+// step's nodes, 8 - 4 layers) count the kernels a layer launches under each all-reduce.
 #include <cuda_runtime.h>
 
 #include <algorithm>
