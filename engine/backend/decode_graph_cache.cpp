@@ -178,6 +178,7 @@ bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
       return false;
     }
     ++recorded_;
+    last_operations_ = e.graph->operations();
     Log(LogLevel::kInfo, "decode graphs: recorded the bucket of ", R, " rows x ", W, " pages in ",
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
         " ms (", recorded_, " recorded)");

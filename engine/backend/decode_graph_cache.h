@@ -49,6 +49,8 @@ class DecodeGraphCache {
   bool records() const { return record_; }
   int64_t recorded() const { return recorded_; }  // graphs recorded so far
   int64_t replays() const { return replays_; }    // steps run at a bucket's shape
+  // The operations (StepGraph::operations) of the bucket recorded last; 0 before any.
+  int64_t last_recorded_operations() const { return last_operations_; }
 
  private:
   struct Entry {
@@ -70,6 +72,7 @@ class DecodeGraphCache {
   bool record_;
   std::map<std::pair<int64_t, int64_t>, Entry> entries_;
   int64_t recorded_ = 0, replays_ = 0;
+  int64_t last_operations_ = 0;
 };
 
 }  // namespace m3::engine::backend

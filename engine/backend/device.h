@@ -32,6 +32,9 @@ class StepGraph {
  public:
   virtual ~StepGraph() = default;
   virtual void Replay() = 0;
+  // The operations recorded (kernels, copies, ...: a CUDA graph's nodes), for benchmarks that
+  // count a step's launches; 0 where unknown.
+  virtual int64_t operations() const { return 0; }
 };
 
 class Device {

@@ -23,6 +23,7 @@ int RunServe(const std::vector<std::string>& args) {
         "tensor-parallel", "expert-parallel", "index-key-cache"})
     p.AddOption(o);
   p.AddOption("load-format");
+  p.AddOption("all-reduce");
   p.AddFlag("no-prefix-caching");
   p.Parse(args);
   const std::string model_dir = p.Required("model");
@@ -86,6 +87,9 @@ int RunServe(const std::vector<std::string>& args) {
               ": when both are above 1 they must be equal (one group of ranks)");
   ro.tensor_parallel = static_cast<int>(tp);
   ro.expert_parallel = static_cast<int>(ep);
+  ro.all_reduce = p.Choice("all-reduce", {"auto", "nccl", "custom"}, "auto");
+  Require(gpu || !p.Has("all-reduce"), ErrorCode::kInvalidArgument,
+          "--all-reduce needs a GPU --device (cuda or cuda:N)");
   EngineCore core(LoadModelRunner(model_dir, ro), cfg);
   return server::RunServer(core, so);
 }

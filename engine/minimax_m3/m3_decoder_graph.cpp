@@ -333,10 +333,11 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
   };
 
   const DeviceTensor* pending = nullptr;  // the previous layer's MLP output, not yet added
+  bool normed = false;  // x already holds this layer's input norm (fused into the all-reduce)
   for (size_t li = 0; li < w_.layers.size(); ++li) {
     const M3DecoderLayerWeights& L = w_.layers[li];
     const backend::LayerKvCache& cache = kv_[li];
-    ops.AddRmsNorm(h, pending, L.input_norm, eps, x);
+    if (!normed) ops.AddRmsNorm(h, pending, L.input_norm, eps, x);
     if (capture.out && capture.hidden_states) capture_float("hidden_states." + Str(li), h);
 
     const backend::QkvLayout& layout = L.sparse_attention ? sparse : base;
@@ -357,8 +358,12 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
       ops.PagedAttention(q, cache, meta, shape, att);
     }
     ops.Linear(att, L.o_proj, nullptr, delta);
-    if (comm_ && plan_.attention_reduce) comm_->AllReduceSum(delta);
-    ops.AddRmsNorm(h, &delta, L.post_attention_norm, eps, x);
+    // The all-reduce of a row-parallel output and the residual add + RMSNorm after it are one
+    // call, one kernel where the communicator fuses them (peer_all_reduce_communicator.h).
+    if (comm_ && plan_.attention_reduce)
+      comm_->AllReduceAddRmsNorm(delta, h, L.post_attention_norm, eps, x, ops);
+    else
+      ops.AddRmsNorm(h, &delta, L.post_attention_norm, eps, x);
 
     if (L.moe) {
       ops.Linear(x, L.router, nullptr, router_logits);
@@ -375,10 +380,14 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
       ops.SwigluOai(dense_gu, act, dense_act);
       ops.Linear(dense_act, L.mlp_down, nullptr, delta);
     }
-    if (comm_ && plan_.mlp_reduce) comm_->AllReduceSum(delta);
-    pending = &delta;
+    // The next layer's input norm (or the final norm) goes with the MLP's all-reduce.
+    const DeviceTensor& next_norm =
+        li + 1 < w_.layers.size() ? w_.layers[li + 1].input_norm : w_.final_norm;
+    normed = comm_ && plan_.mlp_reduce;
+    if (normed) comm_->AllReduceAddRmsNorm(delta, h, next_norm, eps, x, ops);
+    pending = normed ? nullptr : &delta;
   }
-  ops.AddRmsNorm(h, pending, w_.final_norm, eps, x);
+  if (!normed) ops.AddRmsNorm(h, pending, w_.final_norm, eps, x);
   if (capture.out && capture.hidden_states)
     capture_float("hidden_states." + Str(static_cast<int64_t>(w_.layers.size())), x);
 

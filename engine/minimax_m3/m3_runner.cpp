@@ -20,6 +20,7 @@
 #include "engine/parallel/nccl_communicator.h"
 #include "engine/parallel/parallel_runner.h"
 #include "shared/error.h"
+#include "shared/log.h"
 
 namespace m3::engine::minimax_m3 {
 namespace {
@@ -190,6 +191,7 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
   const ModelConfig config = LoadModelConfig(model_dir);
   CheckM3Config(config);
   const int world = std::max(options.tensor_parallel, options.expert_parallel);
+  const parallel::AllReduceMode all_reduce = parallel::ParseAllReduceMode(options.all_reduce);
   std::vector<ShardPlan> plans;
   for (int r = 0; r < std::max(world, 1); ++r)
     plans.push_back(
@@ -213,10 +215,15 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
     std::vector<int> ids;
     for (const std::string& d : devices) ids.push_back(std::stoi(d.substr(5)));
     try {
-      gpu_group = std::make_shared<parallel::NcclGroup>(ids);  // checks the GPU count
+      // Checks the GPU count.
+      gpu_group = std::make_shared<parallel::NcclGroup>(ids, all_reduce);
     } catch (const Error& e) {
       throw Error(e.code(), what + e.what());
     }
+    Log(LogLevel::kInfo, "tensor / expert parallel on ", world, " GPUs: all-reduces on ",
+        gpu_group->peer_all_reduce() ? "the peer kernels (NVLink) for decode-sized messages, NCCL "
+                                       "for larger ones"
+                                     : "NCCL");
   }
   // Dummy weights read no file: config.json and the quantization config describe the model.
   std::optional<WeightStore> store;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "engine/backend/cuda/cuda_device.h"
+#include "engine/parallel/peer_all_reduce_communicator.h"
 #include "shared/error.h"
 
 namespace m3::engine::parallel {
@@ -178,7 +179,7 @@ bool BuiltWithNccl() {
   return true;
 }
 
-NcclGroup::NcclGroup(const std::vector<int>& devices)
+NcclGroup::NcclGroup(const std::vector<int>& devices, AllReduceMode mode)
     : devices_(devices), state_(std::make_shared<State>()) {
   int count = 0;
   CheckCuda(cudaGetDeviceCount(&count), "counting GPUs");
@@ -196,6 +197,19 @@ NcclGroup::NcclGroup(const std::vector<int>& devices)
         "setting up " + std::to_string(devices.size()) + " GPUs");
   for (ncclComm_t c : comms) state_->comms.push_back(c);
   state_->bound.assign(devices.size(), false);
+  // After NCCL (which may have enabled peer access itself); a failure here leaves the NCCL
+  // handles to the destructor.
+  if (mode != AllReduceMode::kNccl) {
+    try {
+      peer_ = PeerAllReduceGroup::Make(devices, mode == AllReduceMode::kCustom);
+    } catch (...) {
+      for (void*& c : state_->comms) {
+        Nccl().CommDestroy(static_cast<ncclComm_t>(c));
+        c = nullptr;
+      }
+      throw;
+    }
+  }
 }
 
 NcclGroup::~NcclGroup() {
@@ -217,11 +231,19 @@ std::unique_ptr<Communicator> NcclGroup::Bind(int rank, backend::Device& device)
             ErrorCode::kInternal, "NcclGroup::Bind: rank out of range or bound twice");
     state_->bound[static_cast<size_t>(rank)] = true;
   }
-  return std::make_unique<NcclCommunicator>(state_, rank, static_cast<int>(state_->comms.size()),
-                                            devices_[static_cast<size_t>(rank)], device);
+  auto nccl =
+      std::make_unique<NcclCommunicator>(state_, rank, static_cast<int>(state_->comms.size()),
+                                         devices_[static_cast<size_t>(rank)], device);
+  if (peer_) return peer_->Wrap(rank, device, std::move(nccl));
+  return nccl;
+}
+
+int64_t NcclGroup::peer_max_bytes() const {
+  return peer_ ? peer_->max_bytes() : 0;
 }
 
 void NcclGroup::Abort() {
+  if (peer_) peer_->Abort();  // first: its kernels spin rather than wait inside NCCL
   std::unique_lock<std::shared_mutex> lock(state_->mu);
   if (state_->aborted) return;
   state_->aborted = true;

@@ -8,13 +8,17 @@ bool BuiltWithNccl() {
   return false;
 }
 
-NcclGroup::NcclGroup(const std::vector<int>& devices) : devices_(devices) {
+NcclGroup::NcclGroup(const std::vector<int>& devices, AllReduceMode) : devices_(devices) {
   throw Error(ErrorCode::kUnsupported,
               "tensor / expert parallelism on GPUs needs NCCL, which this build lacks (build "
               "with the CUDA toolkit and its nccl.h)");
 }
 
 NcclGroup::~NcclGroup() = default;
+
+int64_t NcclGroup::peer_max_bytes() const {
+  return 0;
+}
 
 void NcclGroup::Abort() {}
 

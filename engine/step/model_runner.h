@@ -156,6 +156,10 @@ struct RunnerOptions {
   // timing a model without its files. Seeds come from the tensor names (whole tensors agree
   // across ranks; each rank draws its own slices).
   bool dummy_weights = false;
+  // GPU ranks' all-reduces (engine/parallel/nccl_communicator.h, AllReduceMode): "auto" (the
+  // one-shot peer kernels over NVLink for decode-sized messages where the GPUs have peer access,
+  // NCCL otherwise), "custom" (the same, an error without peer access) or "nccl" (NCCL only).
+  std::string all_reduce = "auto";
 };
 
 }  // namespace m3::engine

@@ -4,7 +4,8 @@
 # checkpoints at the real text widths (m3-make-random-checkpoint, 4 and 2 layers, on /dev/shm),
 # runs cuda_parallel_test (tests/parallel: tp 2, ep 2, tp 2 + ep 2 against one GPU on m3-tiny,
 # m3-alt, the demo model and those checkpoints; tp 4 / ep 4 / both on m3-tiny and the
-# checkpoints) and `m3-engine serve --tensor-parallel 2` up to its listening line, from the
+# checkpoints; all with the default --all-reduce auto, i.e. the peer all-reduce on NVLink, and
+# the peer all-reduce against NCCL alone on the same runner) and `m3-engine serve --tensor-parallel 2` up to its listening line, from the
 # carried bundle (env: CASES, TEST_S): build here with
 #   cmake -S . -B B -G Ninja -DCMAKE_BUILD_TYPE=Release -DM3_CUDA=ON -DM3_USE_BLAS=OFF
 #   cmake --build B --target m3-engine cuda_test cuda_serve_test cuda_parallel_test \
@@ -53,7 +54,8 @@ export NCCL_NVLS_ENABLE=0
   export M3_PARALLEL_CHECKPOINT=/dev/shm/m3-random M3_PARALLEL_CHECKPOINT_2L=/dev/shm/m3-random-2l
   # One process per group of cases, each with its own time limit (CASES: other groups, e.g.
   # CASES="-tc=4 GPUs*" on a 4-GPU machine).
-  groups=("-tce=*real widths*" "-tc=*4-layer*" "-tc=*2-layer*" "-tc=4 GPUs*")
+  groups=("-tce=*real widths*" "-tc=*4-layer*" "-tc=*2-layer*" "-tc=2 GPUs: peer all-reduce*"
+    "-tc=4 GPUs*")
   [ -n "${CASES:-}" ] && groups=("$CASES")
   for cases in "${groups[@]}"; do
     echo "== cuda_parallel_test $cases ($(date +%T))"

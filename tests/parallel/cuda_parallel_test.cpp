@@ -143,6 +143,37 @@ TEST_CASE("4 GPUs: m3-tiny and the real widths, tp 4 / ep 4 / both") {
   CheckRealWidths4Layers(kFour);
 }
 
+// The peer all-reduce (--all-reduce custom, what auto picks on NVLink) against NCCL alone on
+// the same runner: on 2 GPUs the demo model (trained: the same greedy tokens), on 4 m3-tiny
+// (the demo model's 6 heads do not split 4 ways; random weights: tokens may flip on near-ties
+// where the sums round differently), and the random 4-layer checkpoint at the real widths (its
+// prompt and decode logits; at 2 ranks the sums round the same way, so its greedy tokens must
+// agree too).
+void CheckPeerAllReduce(const Groups& groups, bool four) {
+  const engine::ModelInputs small =
+      four ? Golden("m3-tiny").Inputs("image") : DemoPrompts().back().inputs;
+  for (Parallel p : groups)
+    CheckAllReduceParity(four ? "m3-tiny" : "demo-model", small, p, 8, !four, 2e-2);
+  const char* dir = RealWidthCheckpoint("M3_PARALLEL_CHECKPOINT");
+  if (!dir) return;
+  const engine::ModelInputs prompt = RandomPrompt(1024);
+  for (Parallel p : groups) CheckAllReduceParity(dir, prompt, p, 8, !four, 2e-2, 16);
+}
+
+TEST_CASE("2 GPUs: peer all-reduce against NCCL alone, demo model and real widths") {
+  CheckPeerAllReduce(kTwo, false);
+}
+
+TEST_CASE("4 GPUs: peer all-reduce against NCCL alone, m3-tiny and real widths") {
+  try {
+    engine::backend::MakeDevice("cuda:3");
+  } catch (const Error& e) {
+    MESSAGE("fewer than 4 GPUs: " << e.what());
+    return;
+  }
+  CheckPeerAllReduce(kFour, true);
+}
+
 TEST_CASE(
     "2 GPUs: a rank failing while its peer waits in NCCL aborts the group instead of hanging") {
   using engine::parallel::NcclGroup;

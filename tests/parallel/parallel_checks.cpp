@@ -22,12 +22,14 @@ namespace m3::test {
 namespace {
 
 // `set`: a directory under tests/data holding model/, or an absolute model directory.
+// all_reduce: RunnerOptions::all_reduce (GPU ranks).
 std::unique_ptr<engine::ModelRunner> Load(const std::string& set, const std::string& device,
-                                          Parallel p) {
+                                          Parallel p, const std::string& all_reduce = "auto") {
   engine::RunnerOptions o;
   o.device = device;
   o.tensor_parallel = p.tp;
   o.expert_parallel = p.ep;
+  o.all_reduce = all_reduce;
   return engine::LoadModelRunner(set.starts_with('/') ? set : DataPath(set + "/model"), o);
 }
 
@@ -372,6 +374,40 @@ void CheckRunnerParity(const std::string& set, const std::string& device,
       set.c_str(), device.c_str(), p.tp, p.ep, want.logits.size(), worst,
       got.tokens == want.tokens ? "equal" : "DIFFER", margin);
   CHECK(worst <= tol.logits_rel_l2);
+}
+
+void CheckAllReduceParity(const std::string& set, const engine::ModelInputs& prompt, Parallel p,
+                          int decodes, bool same_tokens, double logits_rel_l2, int64_t last_rows) {
+  CAPTURE(set);
+  CAPTURE(p.tp);
+  CAPTURE(p.ep);
+  const Trace nccl = RunPrompt(*Load(set, "cuda", p, "nccl"), prompt, decodes, nullptr, last_rows);
+  const Trace peer =
+      RunPrompt(*Load(set, "cuda", p, "custom"), prompt, decodes, nullptr, last_rows);
+  REQUIRE(peer.logits.size() == nccl.logits.size());
+  const size_t prompt_rows = nccl.logits.size() - nccl.tokens.size();
+  // Rows up to the first greedy choice that differs (after it the sequences differ).
+  size_t rows = nccl.logits.size();
+  for (size_t d = 0; d < nccl.tokens.size(); ++d)
+    if (peer.tokens[d] != nccl.tokens[d]) {
+      rows = prompt_rows + d + 1;
+      break;
+    }
+  double worst = 0, worst_decode = 0;
+  size_t identical = 0;
+  for (size_t i = 0; i < rows; ++i) {
+    const double d = RelL2(peer.logits[i], nccl.logits[i]);
+    worst = std::max(worst, d);
+    if (i >= prompt_rows) worst_decode = std::max(worst_decode, d);
+    identical += peer.logits[i] == nccl.logits[i];
+  }
+  std::printf(
+      "  %s tp %d ep %d, peer all-reduce against NCCL alone: %zu prompt rows + %zu decodes, worst "
+      "relative L2 %.2e (decodes %.2e), %zu of %zu rows bit-identical; greedy tokens %s\n",
+      set.c_str(), p.tp, p.ep, prompt_rows, nccl.tokens.size(), worst, worst_decode, identical,
+      rows, peer.tokens == nccl.tokens ? "equal" : "DIFFER");
+  if (same_tokens) CHECK(peer.tokens == nccl.tokens);
+  CHECK(worst <= logits_rel_l2);
 }
 
 }  // namespace m3::test

@@ -59,6 +59,15 @@ void CheckRunnerParity(const std::string& set, const std::string& device,
 void CheckLayerwise(const std::string& set, const std::string& device,
                     const engine::ModelInputs& prompt, Parallel p, int64_t last_rows,
                     double first_layer_rel_l2);
+// GPU ranks: the runner with the peer all-reduce (--all-reduce custom) against the same runner
+// with NCCL alone (--all-reduce nccl), the prompt (its last last_rows rows; 0: all) and
+// `decodes` greedy decode steps (replayed CUDA graphs): every logits row up to the first
+// differing greedy choice within logits_rel_l2 of NCCL's (bf16 rounding: the sums are rounded
+// in another order past 2 ranks), and with same_tokens the greedy tokens equal. Prints how many
+// rows are bit-identical (at 2 ranks, all: the two sum the same way).
+void CheckAllReduceParity(const std::string& set, const engine::ModelInputs& prompt, Parallel p,
+                          int decodes, bool same_tokens, double logits_rel_l2,
+                          int64_t last_rows = 0);
 EngineExercise CheckEngineParity(const std::string& set, const std::string& device,
                                  const std::vector<engine::ModelInputs>& prompts, Parallel p,
                                  const ParityTolerance& tol);

@@ -143,7 +143,17 @@ TEST_CASE("parallel configs the model cannot take are refused by name") {
   CHECK(t1.expert_inter.first == c.text.intermediate_size / 2);
 }
 
-TEST_CASE("m3-engine serve refuses bad --tensor-parallel / --expert-parallel with a message") {
+TEST_CASE("an unknown all-reduce is refused by name") {
+  engine::RunnerOptions o;
+  o.tensor_parallel = 2;
+  o.all_reduce = "fast";
+  CHECK_THROWS_WITH(engine::LoadModelRunner(DataPath("m3-tiny/model"), o),
+                    "all-reduce must be 'auto', 'nccl' or 'custom', not 'fast'");
+}
+
+TEST_CASE(
+    "m3-engine serve refuses bad --tensor-parallel / --expert-parallel / --all-reduce with a "
+    "message") {
   struct Bad {
     std::vector<std::string> flags;
     std::string needle;
@@ -156,6 +166,9 @@ TEST_CASE("m3-engine serve refuses bad --tensor-parallel / --expert-parallel wit
       {{"--expert-parallel", "3"}, "num_local_experts 8"},
       {{"--device", "cuda", "--tensor-parallel", "2"},
        "tensor parallel 2 / expert parallel 1 on cuda: "},
+      {{"--tensor-parallel", "2", "--all-reduce", "fast"},
+       "--all-reduce must be 'auto' or 'nccl' or 'custom', not 'fast'"},
+      {{"--tensor-parallel", "2", "--all-reduce", "nccl"}, "--all-reduce needs a GPU --device"},
   };
   for (const Bad& b : cases) {
     std::vector<std::string> argv = {BinPath("m3-engine"),      "serve",  "--model",

@@ -12,7 +12,8 @@ namespace {
 
 class CudaStepGraph : public StepGraph {
  public:
-  CudaStepGraph(cudaStream_t stream, cudaGraphExec_t exec) : stream_(stream), exec_(exec) {}
+  CudaStepGraph(cudaStream_t stream, cudaGraphExec_t exec, int64_t nodes)
+      : stream_(stream), exec_(exec), nodes_(nodes) {}
   ~CudaStepGraph() override { cudaGraphExecDestroy(exec_); }
   void Replay() override {
     const cudaError_t e = cudaGraphLaunch(exec_, stream_);
@@ -20,10 +21,12 @@ class CudaStepGraph : public StepGraph {
       throw Error(ErrorCode::kInternal,
                   std::string("cuda backend: graph replay: ") + cudaGetErrorString(e));
   }
+  int64_t operations() const override { return nodes_; }
 
  private:
   cudaStream_t stream_;
   cudaGraphExec_t exec_;
+  int64_t nodes_;
 };
 
 }  // namespace
@@ -58,6 +61,11 @@ std::unique_ptr<StepGraph> CaptureCudaGraph(cudaStream_t stream, const std::func
         "); this step shape runs eagerly");
     return nullptr;
   }
+  size_t nodes = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &nodes) != cudaSuccess) {
+    cudaGetLastError();
+    nodes = 0;
+  }
   cudaGraphExec_t exec = nullptr;
   e = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
@@ -67,7 +75,7 @@ std::unique_ptr<StepGraph> CaptureCudaGraph(cudaStream_t stream, const std::func
         "); this step shape runs eagerly");
     return nullptr;
   }
-  return std::make_unique<CudaStepGraph>(stream, exec);
+  return std::make_unique<CudaStepGraph>(stream, exec, static_cast<int64_t>(nodes));
 }
 
 }  // namespace m3::engine::backend
