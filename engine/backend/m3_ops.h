@@ -22,8 +22,11 @@ namespace m3::engine::backend {
 // One decoder layer's paged KV storage: every tensor is indexed by page id, and one block table
 // per sequence addresses all of them.
 struct LayerKvCache {
-  DeviceTensor k;        // [pages, page_size, kv_heads, head_dim]
-  DeviceTensor v;        // [pages, page_size, kv_heads, head_dim]
+  // [pages, page_size, kv_heads, head_dim]: the activation dtype, or with the FP8 KV cache
+  // (RunnerOptions::fp8_kv_cache) u8 e4m3 codes of x / scale with the scales in k_scales /
+  // v_scales.
+  DeviceTensor k;
+  DeviceTensor v;
   DeviceTensor index_k;  // [pages, page_size, index_head_dim] for MSA layers; empty otherwise
   // The FP8 index-key cache instead of index_k (RunnerOptions::fp8_index_keys): e4m3 codes of
   // k / scale, u8 [pages, page_size, index_head_dim], and one float32 scale per key,
@@ -32,6 +35,12 @@ struct LayerKvCache {
   DeviceTensor index_codes;
   DeviceTensor index_scales;
   bool fp8_index() const { return static_cast<bool>(index_codes); }
+  // The FP8 KV cache's scales: one float32 per (slot, kv head) vector, [pages, page_size,
+  // kv_heads], scale = max|x| / 448 (1 for an all-zero vector), written with the codes at
+  // KV-write time and read by the attention ops, which dequantize code * scale as they load.
+  DeviceTensor k_scales;
+  DeviceTensor v_scales;
+  bool fp8_kv() const { return static_cast<bool>(k_scales); }
 };
 
 // Shapes of the fused QKV projection output: q heads, then k heads, v heads, then (MSA layers)

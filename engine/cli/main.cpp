@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/cli/arg_parser.h"
+#include "engine/cli/cache_options.h"
 #include "engine/cli/quantize_command.h"
 #ifdef M3_ENGINE_SERVER
 #include "engine/cli/serve_command.h"
@@ -29,6 +30,7 @@ constexpr const char* kUsage =
     "usage:\n"
     "  m3-engine logits --model DIR --inputs IN.safetensors --output OUT.safetensors [--capture]\n"
     "      [--device cpu|cuda|cuda:N] [--index-key-cache bf16|fp8] [--load-format F]\n"
+    "      [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3]\n"
     "      writes logits F32 [T, V]; --capture adds hidden_states.i, block_indices.layerN,\n"
     "      image.* / video.* vision_tower_out and projector_out\n"
     "  m3-engine generate --model DIR --inputs IN.safetensors --max-new-tokens N [--device D]\n"
@@ -39,6 +41,7 @@ constexpr const char* kUsage =
     "      [--max-batched-tokens N] [--kv-pages N | --kv-memory GiB | --gpu-memory-fraction F]\n"
     "      [--page-size N] [--cuda-graphs on|off] [--tensor-parallel N] [--expert-parallel N]\n"
     "      [--index-key-cache bf16|fp8] [--all-reduce auto|nccl|custom]\n"
+    "      [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3]\n"
     "      [--max-prefill-chunk N] [--max-waiting N] [--no-prefix-caching]\n"
     "      [--encoder-cache-mb N] [--max-message-mb N] [--served-model-name NAME]\n"
     "      gRPC engine server (proto/engine.proto); prints 'm3-engine: listening on port P';\n"
@@ -53,6 +56,8 @@ constexpr const char* kUsage =
     "      access, fused with the next RMSNorm, NCCL for the rest and without peer access;\n"
     "      nccl: NCCL only; custom: as auto, an error without peer access;\n"
     "      --index-key-cache fp8 (any command) caches MSA index keys as e4m3 + a scale per key\n"
+    "      --kv-cache-dtype fp8 (any command) stores K/V pages as e4m3 + a scale per (token,\n"
+    "      kv head): about twice the KV pages in the same memory (auto/bf16: the device's dtype)\n"
     "  m3-engine quantize --model DIR --output DIR --format mxfp8|nvfp4|mixed [--dequantize]\n"
     "      [--max-shard-size 5GB] [--mlp-names keep|released|transformers]\n"
     "      writes the float checkpoint DIR in a released quantized layout (mxfp8: MiniMax's;\n"
@@ -64,7 +69,8 @@ constexpr const char* kUsage =
 
 int RunLogits(const std::vector<std::string>& args) {
   ArgParser p;
-  for (const char* o : {"model", "inputs", "output", "device", "index-key-cache", "load-format"})
+  for (const char* o :
+       {"model", "inputs", "output", "device", "index-key-cache", "load-format", "kv-cache-dtype"})
     p.AddOption(o);
   p.AddFlag("capture");
   p.Parse(args);
@@ -72,7 +78,7 @@ int RunLogits(const std::vector<std::string>& args) {
                     out_path = p.Required("output");
   RunnerOptions device;
   device.device = p.Get("device").value_or("cpu");
-  device.fp8_index_keys = p.Choice("index-key-cache", {"bf16", "fp8"}, "bf16") == "fp8";
+  ApplyCacheOptions(p, device);
   device.dummy_weights =
       p.Choice("load-format", {"auto", "safetensors", "dummy"}, "auto") == "dummy";
   ModelInputs inputs = ReadModelInputs(in_path);
@@ -91,7 +97,7 @@ int RunLogits(const std::vector<std::string>& args) {
 int RunGenerate(const std::vector<std::string>& args) {
   ArgParser p;
   for (const char* o : {"model", "inputs", "max-new-tokens", "temperature", "top-p", "top-k",
-                        "seed", "device", "index-key-cache", "load-format"})
+                        "seed", "device", "index-key-cache", "load-format", "kv-cache-dtype"})
     p.AddOption(o);
   p.AddFlag("ignore-eos");
   p.Parse(args);
@@ -116,7 +122,7 @@ int RunGenerate(const std::vector<std::string>& args) {
   opt.sampling.seed = static_cast<uint64_t>(seed);
   RunnerOptions device;
   device.device = p.Get("device").value_or("cpu");
-  device.fp8_index_keys = p.Choice("index-key-cache", {"bf16", "fp8"}, "bf16") == "fp8";
+  ApplyCacheOptions(p, device);
   device.dummy_weights =
       p.Choice("load-format", {"auto", "safetensors", "dummy"}, "auto") == "dummy";
   ModelInputs inputs = ReadModelInputs(p.Required("inputs"));

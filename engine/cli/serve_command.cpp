@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "engine/cli/arg_parser.h"
+#include "engine/cli/cache_options.h"
 #include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "engine/server/engine_server.h"
@@ -24,6 +25,7 @@ int RunServe(const std::vector<std::string>& args) {
     p.AddOption(o);
   p.AddOption("load-format");
   p.AddOption("all-reduce");
+  p.AddOption("kv-cache-dtype");
   p.AddFlag("no-prefix-caching");
   p.Parse(args);
   const std::string model_dir = p.Required("model");
@@ -66,7 +68,7 @@ int RunServe(const std::vector<std::string>& args) {
   Require(gpu || !p.Has("cuda-graphs"), ErrorCode::kInvalidArgument,
           "--cuda-graphs needs a GPU --device (cuda or cuda:N)");
   ro.cuda_graphs = graphs == "on";
-  ro.fp8_index_keys = p.Choice("index-key-cache", {"bf16", "fp8"}, "bf16") == "fp8";
+  ApplyCacheOptions(p, ro);
   ro.dummy_weights = p.Choice("load-format", {"auto", "safetensors", "dummy"}, "auto") == "dummy";
   Require(gpu || !p.Has("gpu-memory-fraction"), ErrorCode::kInvalidArgument,
           "--gpu-memory-fraction needs a GPU --device (cuda or cuda:N)");

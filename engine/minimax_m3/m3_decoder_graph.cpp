@@ -53,9 +53,11 @@ int64_t M3DecoderGraph::KvBytesPerPage(int64_t page_size) const {
   const int64_t act = static_cast<int64_t>(DTypeSize(device_.activation_dtype()));
   // An FP8 index key: one byte per channel and a float32 scale.
   const int64_t index_key = limits_.fp8_index_keys ? t.index_head_dim + 4 : t.index_head_dim * act;
+  // A K or V vector: head_dim bytes of codes and a float32 scale with the FP8 KV cache.
+  const int64_t kv_vector = limits_.fp8_kv_cache ? t.head_dim + 4 : t.head_dim * act;
   int64_t per_token = 0;
   for (bool sparse : t.sparse_attention)
-    per_token += 2 * kv_heads_ * t.head_dim * act + (sparse ? index_key : 0);
+    per_token += 2 * kv_heads_ * kv_vector + (sparse ? index_key : 0);
   return per_token * page_size;
 }
 
@@ -77,8 +79,13 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
   const int64_t stored = num_pages + (buckets ? 1 : 0);
   for (bool sparse : t.sparse_attention) {
     backend::LayerKvCache c;
-    c.k = device_.Alloc(dt, {stored, page_size, kv_heads_, t.head_dim});
-    c.v = device_.Alloc(dt, {stored, page_size, kv_heads_, t.head_dim});
+    const DType kv_dt = limits_.fp8_kv_cache ? DType::kU8 : dt;
+    c.k = device_.Alloc(kv_dt, {stored, page_size, kv_heads_, t.head_dim});
+    c.v = device_.Alloc(kv_dt, {stored, page_size, kv_heads_, t.head_dim});
+    if (limits_.fp8_kv_cache) {
+      c.k_scales = device_.Alloc(DType::kF32, {stored, page_size, kv_heads_});
+      c.v_scales = device_.Alloc(DType::kF32, {stored, page_size, kv_heads_});
+    }
     if (sparse && limits_.fp8_index_keys) {
       c.index_codes = device_.Alloc(DType::kU8, {stored, page_size, t.index_head_dim});
       c.index_scales = device_.Alloc(DType::kF32, {stored, page_size});

@@ -37,6 +37,8 @@ struct DecoderStepLimits {
   bool graphs = false;  // record decode steps (on devices that can; implies decode_buckets)
   // MSA index keys cached as FP8 (e4m3 + one scale per key) instead of the activation dtype.
   bool fp8_index_keys = false;
+  // K and V pages as FP8 e4m3 codes + one float32 scale per (slot, kv head) (LayerKvCache).
+  bool fp8_kv_cache = false;
 };
 
 class M3DecoderGraph {

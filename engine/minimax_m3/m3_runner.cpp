@@ -61,11 +61,16 @@ class M3Runner : public ModelRunner {
                 " need index_head_dim 128 and index_block_size 128 (this model has " +
                 std::to_string(t.index_head_dim) + " and " + std::to_string(t.index_block_size) +
                 ")");
+    // Dynamic scales, one per (slot, kv head) written with the codes: a checkpoint's static KV
+    // scales (quantization_config's kv_cache_quant_algo, k_scale / v_scale tensors) are not
+    // read; the released M3 checkpoints declare none (kv_cache_quant_algo null).
+    limits.fp8_kv_cache = options.fp8_kv_cache;
     graph_ = std::make_unique<M3DecoderGraph>(config_, weights_, *device_, *ops_, limits, plan,
                                               comm_.get());
     const VisionConfig& v = config_.vision;
     info_.architecture = config_.model_type;
     info_.dtype = std::string(DTypeName(device_->activation_dtype()));
+    info_.kv_cache_dtype = options.fp8_kv_cache ? "fp8_e4m3" : info_.dtype;
     info_.device = device_->name();
     info_.weight_bytes = report.device_bytes;
     info_.vocab_size = t.vocab_size;

@@ -73,7 +73,8 @@ EngineCore::EngineCore(std::unique_ptr<ModelRunner> runner, const EngineConfig& 
   encoder_cache_ = std::make_unique<EncoderCache>(config_.encoder_cache_bytes);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_, *encoder_cache_);
   Log(LogLevel::kInfo, "engine: ", info_.architecture, " on ", info_.device, ", KV ",
-      config_.kv_pages, " pages of ", config_.page_size, " tokens (",
+      config_.kv_pages, " pages of ", config_.page_size, " tokens in ",
+      info_.kv_cache_dtype.empty() ? info_.dtype : info_.kv_cache_dtype, " (",
       (config_.kv_pages * runner_->KvBytesPerPage(config_.page_size)) >> 20, " MiB), max ",
       config_.scheduler.max_num_seqs, " sequences, ", config_.scheduler.max_batched_tokens,
       " tokens per step");

@@ -38,6 +38,8 @@ struct RunnerInfo {
   std::string dtype;         // activations / weights as the backend runs them ("float32")
   std::string device;        // "cpu", "cuda:0", ...
   int64_t weight_bytes = 0;  // what the loaded weights take on the device (memory planning)
+  // The decoder's K/V pages as stored: dtype, or "fp8_e4m3" (RunnerOptions::fp8_kv_cache).
+  std::string kv_cache_dtype;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
@@ -143,6 +145,12 @@ struct RunnerOptions {
   // unquantized keys' where block scores lie within the FP8 rounding of each other. CUDA
   // backend: index head_dim 128 and MSA block 128 (the released model's) only.
   bool fp8_index_keys = false;
+  // The decoder's K and V pages stored as FP8 e4m3 codes with one float32 scale per
+  // (slot, kv head) vector, quantized when written (scale = max|x| / 448, as the FP8 index
+  // keys) and dequantized by the attention as it loads them, instead of the activation dtype:
+  // about half the bytes per page on a GPU, so a memory budget holds about twice the pages
+  // (`--kv-cache-dtype fp8`).
+  bool fp8_kv_cache = false;
   // Tensor / expert parallelism (engine/minimax_m3/m3_shard_plan.h): the model runs on
   // max(tensor_parallel, expert_parallel) ranks, each 1 or that size; ranks are threads of this
   // process, on the CPU backend or on GPUs device, device + 1, ... ("cuda" = "cuda:0"). Loading

@@ -5,6 +5,8 @@
 // The dense variant sees keys [0, pos]; the block-sparse one (MSA) only the selected key
 // blocks of the row's KV group (selected [kv_heads, rows, topk], -1 = empty slot), clipped to
 // [0, pos]. The arithmetic is AttendRanges', so results equal the contiguous kernels'.
+// Overloads on Fp8KvPages read the FP8 KV cache (kv_cache_fp8.h): the same arithmetic over
+// each key and value dequantized as code * scale.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/kv_cache_fp8.h"
 #include "kernels/cpu/paged_layout.h"
 
 namespace m3::kernels::cpu {
@@ -23,5 +26,12 @@ void PagedBlockSparseAttention(const float* q, const float* k_pages, const float
                                const PagedLayout& layout, const AttentionDims& dims,
                                const int32_t* selected, int64_t topk, int64_t block_size,
                                float* out);
+
+void PagedAttention(const float* q, const Fp8KvPages& kv, const PagedLayout& layout,
+                    const AttentionDims& dims, float* out);
+
+void PagedBlockSparseAttention(const float* q, const Fp8KvPages& kv, const PagedLayout& layout,
+                               const AttentionDims& dims, const int32_t* selected, int64_t topk,
+                               int64_t block_size, float* out);
 
 }  // namespace m3::kernels::cpu

@@ -22,14 +22,14 @@ void QkNormRopeToPages(const float* qkv, int64_t rows, const QkNormRopeDims& d,
       const float* row = qkv + r * width;
       const float* c = cos + r * d.rot;
       const float* s = sin + r * d.rot;
-      const int64_t slot = slots[r];
+      const int64_t slot = slots[r], kv_at = d.kv_by_row ? r : slot;
       float* q = q_out + r * qw;
       RmsNormGemma(row, d.q_heads, D, w.q_norm, d.eps, q);
       ApplyRotaryHalf(q, d.q_heads, D, d.rot, c, s);
-      float* k = k_pages + slot * kw;
+      float* k = k_pages + kv_at * kw;
       RmsNormGemma(row + qw, d.kv_heads, D, w.k_norm, d.eps, k);
       ApplyRotaryHalf(k, d.kv_heads, D, d.rot, c, s);
-      std::copy_n(row + qw + kw, kw, v_pages + slot * kw);
+      std::copy_n(row + qw + kw, kw, v_pages + kv_at * kw);
       if (d.index_heads > 0) {
         const float* idx = row + qw + 2 * kw;
         float* iq = index_q_out + r * iqw;

@@ -23,6 +23,9 @@ struct QkNormRopeDims {
   // The index key of row r goes to index_k_pages + r * index_dim (a dense [rows, index_dim]
   // buffer, quantized into an FP8 cache afterwards) instead of its slot.
   bool index_k_by_row = false;
+  // Likewise k and v of row r to k_pages / v_pages + r * kv_heads * head_dim (dense
+  // [rows, kv_heads, head_dim] buffers, quantized into an FP8 KV cache afterwards).
+  bool kv_by_row = false;
 };
 
 struct QkNormWeightsPtr {

@@ -9,6 +9,7 @@
 
 #include "engine/backend/cpu/host_buffer.h"
 #include "kernels/cpu/gelu.h"
+#include "kernels/cpu/kv_cache_fp8.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/moe_experts.h"
@@ -35,6 +36,15 @@ void Check(bool ok, const char* what) {
 const DeviceTensor& Dense(const LinearWeight& w, const char* op) {
   Check(!w.quantized(), op);
   return w.w;
+}
+
+// The FP8 KV cache's codes and scales (LayerKvCache::fp8_kv).
+k::Fp8KvPages Fp8Kv(const LayerKvCache& c) {
+  Check(c.k.dtype == DType::kU8 && c.v.dtype == DType::kU8 && c.k_scales.dtype == DType::kF32 &&
+            c.v_scales.dtype == DType::kF32,
+        "FP8 KV cache dtypes");
+  return {c.k.data<uint8_t>(), c.k_scales.data<float>(), c.v.data<uint8_t>(),
+          c.v_scales.data<float>()};
 }
 
 k::PagedLayout Layout(const StepMetadata& m) {
@@ -127,25 +137,48 @@ class CpuM3Ops final : public M3Ops {
     k::QkNormWeightsPtr p{w.q_norm.data<float>(), w.k_norm.data<float>(),
                           idx ? w.index_q_norm.data<float>() : nullptr,
                           idx ? w.index_k_norm.data<float>() : nullptr};
-    // FP8 index keys: the step's keys to a dense buffer, then quantized into their slots.
+    // FP8 index keys / KV: the step's keys (and values) to dense buffers, then quantized into
+    // their slots.
     const bool fp8 = idx && cache.fp8_index();
     d.index_k_by_row = fp8;
     if (fp8) index_staging_.resize(static_cast<size_t>(m.rows * l.index_head_dim));
     float* index_k = !idx ? nullptr : fp8 ? index_staging_.data() : cache.index_k.data<float>();
+    const bool fp8_kv = cache.fp8_kv();
+    const int64_t kv_width = l.kv_heads * l.head_dim;
+    d.kv_by_row = fp8_kv;
+    if (fp8_kv) {
+      Check(cache.k.dtype == DType::kU8 && cache.v.dtype == DType::kU8 &&
+                cache.k_scales.numel() * l.head_dim == cache.k.numel() &&
+                cache.v_scales.numel() * l.head_dim == cache.v.numel(),
+            "QkNormRopeToCache: FP8 KV cache shapes");
+      k_staging_.resize(static_cast<size_t>(m.rows * kv_width));
+      v_staging_.resize(static_cast<size_t>(m.rows * kv_width));
+    }
     k::QkNormRopeToPages(qkv.data<float>(), m.rows, d, p, m.rope_cos.data<float>(),
                          m.rope_sin.data<float>(), m.slot_mapping.data<int64_t>(),
                          q_out.data<float>(), idx ? index_q_out->data<float>() : nullptr,
-                         cache.k.data<float>(), cache.v.data<float>(), index_k);
+                         fp8_kv ? k_staging_.data() : cache.k.data<float>(),
+                         fp8_kv ? v_staging_.data() : cache.v.data<float>(), index_k);
     if (fp8)
       k::QuantizeIndexKeyRowsFp8(index_staging_.data(), m.rows, l.index_head_dim,
                                  m.slot_mapping.data<int64_t>(), cache.index_codes.data<uint8_t>(),
                                  cache.index_scales.data<float>());
+    if (fp8_kv) {
+      const int64_t* slots = m.slot_mapping.data<int64_t>();
+      k::QuantizeKvRowsFp8(k_staging_.data(), m.rows, l.kv_heads, l.head_dim, slots,
+                           cache.k.data<uint8_t>(), cache.k_scales.data<float>());
+      k::QuantizeKvRowsFp8(v_staging_.data(), m.rows, l.kv_heads, l.head_dim, slots,
+                           cache.v.data<uint8_t>(), cache.v_scales.data<float>());
+    }
   }
   void PagedAttention(const DeviceTensor& q, const LayerKvCache& cache, const StepMetadata& m,
                       const AttentionShape& s, const DeviceTensor& out) override {
     k::AttentionDims dims{s.q_heads, s.kv_heads, s.head_dim, s.scale};
-    k::PagedAttention(q.data<float>(), cache.k.data<float>(), cache.v.data<float>(), Layout(m),
-                      dims, out.data<float>());
+    if (cache.fp8_kv())
+      k::PagedAttention(q.data<float>(), Fp8Kv(cache), Layout(m), dims, out.data<float>());
+    else
+      k::PagedAttention(q.data<float>(), cache.k.data<float>(), cache.v.data<float>(), Layout(m),
+                        dims, out.data<float>());
   }
   void MsaSelectBlocks(const DeviceTensor& index_q, const LayerKvCache& cache,
                        const StepMetadata& m, const MsaParams& p,
@@ -165,9 +198,13 @@ class CpuM3Ops final : public M3Ops {
                             const AttentionShape& s, const DeviceTensor& selected, int64_t topk,
                             int64_t block_size, const DeviceTensor& out) override {
     k::AttentionDims dims{s.q_heads, s.kv_heads, s.head_dim, s.scale};
-    k::PagedBlockSparseAttention(q.data<float>(), cache.k.data<float>(), cache.v.data<float>(),
-                                 Layout(m), dims, selected.data<int32_t>(), topk, block_size,
-                                 out.data<float>());
+    if (cache.fp8_kv())
+      k::PagedBlockSparseAttention(q.data<float>(), Fp8Kv(cache), Layout(m), dims,
+                                   selected.data<int32_t>(), topk, block_size, out.data<float>());
+    else
+      k::PagedBlockSparseAttention(q.data<float>(), cache.k.data<float>(), cache.v.data<float>(),
+                                   Layout(m), dims, selected.data<int32_t>(), topk, block_size,
+                                   out.data<float>());
   }
 
   void SwigluOai(const DeviceTensor& gate_up, const SwigluParams& p,
@@ -234,7 +271,8 @@ class CpuM3Ops final : public M3Ops {
   }
 
  private:
-  std::vector<float> index_staging_;  // a step's index keys before FP8 quantization
+  std::vector<float> index_staging_;          // a step's index keys before FP8 quantization
+  std::vector<float> k_staging_, v_staging_;  // its K and V before FP8 KV quantization
 };
 
 }  // namespace
