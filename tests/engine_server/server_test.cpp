@@ -325,6 +325,7 @@ TEST_CASE("m3-engine serve: bad flags end with a message and a non-zero exit") {
       {"serve", "--model", model, "--port", "0", "--encoder-cache-mb", "-1"},
       {"serve", "--model", model, "--port", "0", "--kv-memory", "nan"},
       {"serve", "--model", model, "--port", "0", "--bogus", "1"},
+      {"serve", "--model", model, "--port", "0", "--kv-cache-dtype", "fp16"},
       {"serve", "--model", "/nonexistent", "--port", "0"},
   };
   for (const auto& args : bad) {
