@@ -31,8 +31,7 @@ size_t BlockSmem(int64_t head_dim, int64_t block_size) {
 
 struct Pass {
   const bf16* q;
-  const bf16* k;
-  const bf16* v;
+  KvPages kv;
   PagedLayout layout;
   AttentionDims dims;
   const int32_t* selected;
@@ -150,7 +149,8 @@ __global__ void ScatterKernel(Pass p) {
       static_cast<int32_t>(x.row_in_pass * p.topk + x.slot);
 }
 
-template <int D>
+// kFp8: FP8 K/V pages (kv_cache_fp8.cuh).
+template <int D, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32) AttendKernel(Pass p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int64_t nb = p.Buckets();
@@ -178,21 +178,19 @@ __global__ void __launch_bounds__(kWarps * 32) AttendKernel(Pass p) {
   bf16* sk = reinterpret_cast<bf16*>(smem_raw);
   bf16* sv = sk + nsub * kBN * D;
   constexpr int kChunks = D / 8;
-  const int64_t stride = hkv * D;
-  const bf16* kg = p.k + g * D;
-  const bf16* vg = p.v + g * D;
+  const attn::GroupKv<kFp8> kv(p.kv, g, hkv, D);
   for (int i = threadIdx.x; i < nsub * kBN * kChunks; i += kWarps * 32) {
     const int key = i / kChunks, ch = i % kChunks;
     const int64_t j = j0 + key;
     const bool ok = j < j1;
-    const int64_t off = ok ? p.layout.Slot(s, j) * stride + ch * 8 : 0;
-    attn::CpAsync16(sk + attn::TileOffset<D>(key, ch), kg + off, ok);
-    attn::CpAsync16(sv + attn::TileOffset<D>(key, ch), vg + off, ok);
+    const int o = attn::TileOffset<D>(key, ch);
+    kv.Stage(sk + o, sv + o, ok ? p.layout.Slot(s, j) : 0, ch, ok);
   }
   __shared__ int32_t chunk_rows[kWarps * kItemsPerWarp * 16];
   for (int i = threadIdx.x; i < n_here; i += kWarps * 32) chunk_rows[i] = p.list[first + i];
   attn::CpAsyncCommit();
   attn::CpAsyncWait<0>();
+  attn::FinishKvTiles<kFp8, D>(sk, sv, static_cast<int>(threadIdx.x), kWarps * 32, nsub * kBN);
   __syncthreads();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g8 = lane >> 2;
@@ -301,7 +299,7 @@ __global__ void MergeKernel(Pass p) {
   for (int i = 0; i < 4; ++i) o[i] = attn::PackBf16(acc[2 * i] * inv, acc[2 * i + 1] * inv);
 }
 
-template <int D>
+template <int D, bool kFp8>
 void RunPass(const Pass& p, cudaStream_t stream) {
   const int64_t entries = p.Entries(), nb = p.Buckets();
   cudaMemsetAsync(p.count, 0, static_cast<size_t>(nb) * sizeof(int32_t), stream);
@@ -312,8 +310,8 @@ void RunPass(const Pass& p, cudaStream_t stream) {
   // CTAs past the real count return at once.
   const int64_t ctas = entries / p.RowsPerChunk() + std::min(nb, entries) + 1;
   const size_t smem = BlockSmem(D, p.bs);
-  AllowDynamicShared<AttendKernel<D>>(smem);
-  AttendKernel<D><<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(p);
+  AllowDynamicShared<AttendKernel<D, kFp8>>(smem);
+  AttendKernel<D, kFp8><<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(p);
   const dim3 merge_grid(static_cast<unsigned>(p.nrows), static_cast<unsigned>(p.dims.num_kv_heads));
   const int G = static_cast<int>(p.dims.num_q_heads / p.dims.num_kv_heads);
   MergeKernel<D><<<merge_grid, G*(D / 8), 0, stream>>>(p);
@@ -332,19 +330,17 @@ bool BlockMajorSparseAttentionSupported(const AttentionDims& dims, int64_t block
   return block_size > 0 && BlockSmem(dims.head_dim, block_size) <= kMaxBlockSmem;
 }
 
-bool BlockMajorSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
-                               const PagedLayout& layout, int64_t row_begin,
-                               const AttentionDims& dims, const int32_t* selected, int64_t topk,
-                               int64_t block_size, bf16* out, cudaStream_t stream,
-                               size_t scratch_budget) {
+bool BlockMajorSparseAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                               int64_t row_begin, const AttentionDims& dims,
+                               const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
+                               cudaStream_t stream, size_t scratch_budget) {
   if (layout.rows <= row_begin) return true;
   if (!BlockMajorSparseAttentionSupported(dims, block_size) || topk <= 0 || topk > kMaxMergeTopk)
     return false;
   const int64_t hkv = dims.num_kv_heads, G = dims.num_q_heads / hkv, D = dims.head_dim;
   Pass p{};
   p.q = q;
-  p.k = k_pages;
-  p.v = v_pages;
+  p.kv = kv;
   p.layout = layout;
   p.dims = dims;
   p.selected = selected;
@@ -393,9 +389,9 @@ bool BlockMajorSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v
     p.r0 = r0;
     p.nrows = std::min(pass_rows, layout.rows - r0);
     if (D == 128)
-      RunPass<128>(p, stream);
+      kv.fp8() ? RunPass<128, true>(p, stream) : RunPass<128, false>(p, stream);
     else
-      RunPass<64>(p, stream);
+      kv.fp8() ? RunPass<64, true>(p, stream) : RunPass<64, false>(p, stream);
   }
   cudaFreeAsync(scratch, stream);
   return true;

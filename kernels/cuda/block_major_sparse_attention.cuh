@@ -22,10 +22,9 @@ bool BlockMajorSparseAttentionSupported(const AttentionDims& dims, int64_t block
 // Scratch (the inverted index and the partials) comes from the stream's memory pool; the rows
 // are taken in passes so that it stays within `scratch_budget` bytes. Returns false, having
 // launched nothing, when that scratch cannot be allocated (the caller falls back).
-bool BlockMajorSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
-                               const PagedLayout& layout, int64_t row_begin,
-                               const AttentionDims& dims, const int32_t* selected, int64_t topk,
-                               int64_t block_size, bf16* out, cudaStream_t stream,
-                               size_t scratch_budget = size_t{1} << 30);
+bool BlockMajorSparseAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                               int64_t row_begin, const AttentionDims& dims,
+                               const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
+                               cudaStream_t stream, size_t scratch_budget = size_t{1} << 30);
 
 }  // namespace m3::kernels::cuda

@@ -26,14 +26,24 @@ struct WarpHead {
   float l = 0.0f;
 };
 
-// One key: score, online-softmax rescale and value accumulation.
-__device__ __forceinline__ void AttendKey(WarpHead& h, const bf16* k, const bf16* v, int64_t dim,
-                                          float scale, int lane) {
+// Channel c of a K or V row: a bf16 value, or an FP8 code times the row's scale.
+template <bool kFp8>
+__device__ __forceinline__ float KvAt(const void* row, int64_t c, float scale) {
+  if constexpr (kFp8)
+    return attn::E4M3ToFloat(static_cast<const uint8_t*>(row)[c]) * scale;
+  else
+    return __bfloat162float(static_cast<const bf16*>(row)[c]);
+}
+
+// One key: score, online-softmax rescale and value accumulation (ks / vs: the FP8 rows' scales).
+template <bool kFp8>
+__device__ __forceinline__ void AttendKey(WarpHead& h, const void* k, const void* v, float ks,
+                                          float vs, int64_t dim, float scale, int lane) {
   float dot = 0.0f;
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int64_t c = lane + 32 * i;
-    if (c < dim) dot += h.q[i] * __bfloat162float(k[c]);
+    if (c < dim) dot += h.q[i] * KvAt<kFp8>(k, c, ks);
   }
   const float s = WarpSum(dot) * scale;
   const float m_new = fmaxf(h.m, s);
@@ -44,14 +54,13 @@ __device__ __forceinline__ void AttendKey(WarpHead& h, const bf16* k, const bf16
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int64_t c = lane + 32 * i;
-    if (c < dim) h.acc[i] = h.acc[i] * corr + p * __bfloat162float(v[c]);
+    if (c < dim) h.acc[i] = h.acc[i] * corr + p * KvAt<kFp8>(v, c, vs);
   }
 }
 
 struct Args {
   const bf16* q;
-  const bf16* k;
-  const bf16* v;
+  KvPages kv;
   PagedLayout layout;
   AttentionDims dims;
   const int32_t* selected;  // null: dense causal
@@ -60,6 +69,7 @@ struct Args {
   bf16* out;
 };
 
+template <bool kFp8>
 __global__ void PagedAttentionKernel(Args a) {
   const int lane = threadIdx.x & 31;
   const int64_t hq = a.dims.num_q_heads, hkv = a.dims.num_kv_heads, D = a.dims.head_dim;
@@ -79,8 +89,17 @@ __global__ void PagedAttentionKernel(Args a) {
   }
   auto attend_range = [&](int64_t b, int64_t e) {
     for (int64_t j = b; j < e; ++j) {
-      const int64_t off = a.layout.Slot(s, j) * stride + g * D;
-      AttendKey(w, a.k + off, a.v + off, D, a.dims.scale, lane);
+      const int64_t slot = a.layout.Slot(s, j), off = slot * stride + g * D;
+      if constexpr (kFp8) {
+        const auto* k = static_cast<const uint8_t*>(a.kv.k);
+        const auto* v = static_cast<const uint8_t*>(a.kv.v);
+        AttendKey<true>(w, k + off, v + off, a.kv.k_scales[slot * hkv + g],
+                        a.kv.v_scales[slot * hkv + g], D, a.dims.scale, lane);
+      } else {
+        const auto* k = static_cast<const bf16*>(a.kv.k);
+        const auto* v = static_cast<const bf16*>(a.kv.v);
+        AttendKey<false>(w, k + off, v + off, 1.0f, 1.0f, D, a.dims.scale, lane);
+      }
     }
   };
   if (a.selected == nullptr) {
@@ -112,7 +131,10 @@ void Launch(const Args& a, cudaStream_t stream) {
   if (a.dims.head_dim > 32 * kMaxPerLane)
     throw std::runtime_error("paged attention: head_dim above 256 is not supported");
   const int64_t warps = a.layout.rows * a.dims.num_q_heads;
-  PagedAttentionKernel<<<Blocks(warps, kWarps), kWarps * 32, 0, stream>>>(a);
+  if (a.kv.fp8())
+    PagedAttentionKernel<true><<<Blocks(warps, kWarps), kWarps * 32, 0, stream>>>(a);
+  else
+    PagedAttentionKernel<false><<<Blocks(warps, kWarps), kWarps * 32, 0, stream>>>(a);
 }
 
 constexpr int64_t kMaxFastTopk = 64;  // the prefill kernel's per-CTA selection lists
@@ -163,15 +185,15 @@ void Dispatch(const Args& a, AttentionWorkspace ws, cudaStream_t stream) {
         throw std::runtime_error("paged attention: no memory for " + std::to_string(need) +
                                  " bytes of split-K partials");
     }
-    PagedDecodeAttention(a.q, a.k, a.v, a.layout, decodes, a.dims, a.selected, a.topk, a.block_size,
+    PagedDecodeAttention(a.q, a.kv, a.layout, decodes, a.dims, a.selected, a.topk, a.block_size,
                          plan, static_cast<float*>(scratch), a.out, stream);
     if (need > 0 && ws.data == nullptr) cudaFreeAsync(scratch, stream);
   }
   if (UseBlockMajor(a, decodes) &&
-      BlockMajorSparseAttention(a.q, a.k, a.v, a.layout, decodes, a.dims, a.selected, a.topk,
+      BlockMajorSparseAttention(a.q, a.kv, a.layout, decodes, a.dims, a.selected, a.topk,
                                 a.block_size, a.out, stream))
     return;
-  PagedPrefillAttention(a.q, a.k, a.v, a.layout, decodes, a.dims, a.selected, a.topk, a.block_size,
+  PagedPrefillAttention(a.q, a.kv, a.layout, decodes, a.dims, a.selected, a.topk, a.block_size,
                         a.out, stream);
 }
 
@@ -179,25 +201,64 @@ void Dispatch(const Args& a, AttentionWorkspace ws, cudaStream_t stream) {
 
 size_t PagedAttentionWorkspaceBytes(const PagedLayout& layout, const AttentionDims& dims,
                                     int64_t topk) {
-  const Args a{nullptr, nullptr, nullptr, layout, dims, nullptr, topk, 0, nullptr};
+  const Args a{nullptr, {}, layout, dims, nullptr, topk, 0, nullptr};
   const int64_t decodes = FastDecodes(a);
   if (decodes <= 0) return 0;
   return DecodeWorkspaceBytes(Plan(layout, dims, topk), decodes, dims);
 }
 
+void PagedAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                    const AttentionDims& dims, bf16* out, cudaStream_t stream,
+                    AttentionWorkspace workspace) {
+  Dispatch({q, kv, layout, dims, nullptr, 0, 0, out}, workspace, stream);
+  CheckLaunch("PagedAttention");
+}
+
+void PagedBlockSparseAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                               const AttentionDims& dims, const int32_t* selected, int64_t topk,
+                               int64_t block_size, bf16* out, cudaStream_t stream,
+                               AttentionWorkspace workspace) {
+  Dispatch({q, kv, layout, dims, selected, topk, block_size, out}, workspace, stream);
+  CheckLaunch("PagedBlockSparseAttention");
+}
+
+bool PagedMsaDecodeAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                             const AttentionDims& dims, const float* scores, int64_t max_blocks,
+                             int64_t local_blocks, int64_t topk, int64_t block_size,
+                             int32_t* selected, bf16* out, cudaStream_t stream) {
+  const Args a{q, kv, layout, dims, selected, topk, block_size, out};
+  if (layout.rows <= 0 || topk <= 0 || block_size <= 0 || !UseFastPaths(a) ||
+      FastDecodes(a) != layout.rows)
+    return false;
+  const DecodePlan plan = Plan(layout, dims, topk);
+  if (!DecodeSelectsBlocks(plan, max_blocks, dims.head_dim)) return false;
+  const DecodeBlockScores select{scores, max_blocks, local_blocks, selected};
+  PagedDecodeAttention(q, kv, layout, layout.rows, dims, nullptr, topk, block_size, plan, nullptr,
+                       out, stream, &select);
+  CheckLaunch("PagedMsaDecodeAttention");
+  return true;
+}
+
+void PagedAttentionReference(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                             const AttentionDims& dims, const int32_t* selected, int64_t topk,
+                             int64_t block_size, bf16* out, cudaStream_t stream) {
+  Launch({q, kv, layout, dims, selected, topk, block_size, out}, stream);
+  CheckLaunch("PagedAttentionReference");
+}
+
+// The bf16-page entry points.
 void PagedAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                     const PagedLayout& layout, const AttentionDims& dims, bf16* out,
                     cudaStream_t stream, AttentionWorkspace workspace) {
-  Dispatch({q, k_pages, v_pages, layout, dims, nullptr, 0, 0, out}, workspace, stream);
-  CheckLaunch("PagedAttention");
+  PagedAttention(q, Bf16Kv(k_pages, v_pages), layout, dims, out, stream, workspace);
 }
 
 void PagedBlockSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                                const PagedLayout& layout, const AttentionDims& dims,
                                const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
                                cudaStream_t stream, AttentionWorkspace workspace) {
-  Dispatch({q, k_pages, v_pages, layout, dims, selected, topk, block_size, out}, workspace, stream);
-  CheckLaunch("PagedBlockSparseAttention");
+  PagedBlockSparseAttention(q, Bf16Kv(k_pages, v_pages), layout, dims, selected, topk, block_size,
+                            out, stream, workspace);
 }
 
 bool PagedMsaDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
@@ -205,25 +266,16 @@ bool PagedMsaDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_p
                              const float* scores, int64_t max_blocks, int64_t local_blocks,
                              int64_t topk, int64_t block_size, int32_t* selected, bf16* out,
                              cudaStream_t stream) {
-  const Args a{q, k_pages, v_pages, layout, dims, selected, topk, block_size, out};
-  if (layout.rows <= 0 || topk <= 0 || block_size <= 0 || !UseFastPaths(a) ||
-      FastDecodes(a) != layout.rows)
-    return false;
-  const DecodePlan plan = Plan(layout, dims, topk);
-  if (!DecodeSelectsBlocks(plan, max_blocks, dims.head_dim)) return false;
-  const DecodeBlockScores select{scores, max_blocks, local_blocks, selected};
-  PagedDecodeAttention(q, k_pages, v_pages, layout, layout.rows, dims, nullptr, topk, block_size,
-                       plan, nullptr, out, stream, &select);
-  CheckLaunch("PagedMsaDecodeAttention");
-  return true;
+  return PagedMsaDecodeAttention(q, Bf16Kv(k_pages, v_pages), layout, dims, scores, max_blocks,
+                                 local_blocks, topk, block_size, selected, out, stream);
 }
 
 void PagedAttentionReference(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                              const PagedLayout& layout, const AttentionDims& dims,
                              const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
                              cudaStream_t stream) {
-  Launch({q, k_pages, v_pages, layout, dims, selected, topk, block_size, out}, stream);
-  CheckLaunch("PagedAttentionReference");
+  PagedAttentionReference(q, Bf16Kv(k_pages, v_pages), layout, dims, selected, topk, block_size,
+                          out, stream);
 }
 
 }  // namespace m3::kernels::cuda

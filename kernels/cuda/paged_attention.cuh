@@ -9,13 +9,15 @@
 // (paged_prefill_attention.cuh), or, block-sparse with 256 or more of them, key-block-major
 // attention (block_major_sparse_attention.cuh); shapes those do not take (head_dim other than
 // 64 / 128, more than 16 q heads per KV group, topk above 64) use the one-warp-per-(row, head)
-// reference kernel.
+// reference kernel. Each entry point takes its pages as KvPages, bf16 or FP8 e4m3 codes with
+// per-(slot, kv head) scales (kv_cache_fp8.cuh), or as bf16 k / v pointers.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/kv_cache_fp8.cuh"
 #include "kernels/cuda/paged_layout.cuh"
 
 namespace m3::kernels::cuda {
@@ -40,9 +42,17 @@ struct AttentionWorkspace {
 size_t PagedAttentionWorkspaceBytes(const PagedLayout& layout, const AttentionDims& dims,
                                     int64_t topk);
 
+void PagedAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                    const AttentionDims& dims, bf16* out, cudaStream_t stream,
+                    AttentionWorkspace workspace = {});
 void PagedAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                     const PagedLayout& layout, const AttentionDims& dims, bf16* out,
                     cudaStream_t stream, AttentionWorkspace workspace = {});
+
+void PagedBlockSparseAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                               const AttentionDims& dims, const int32_t* selected, int64_t topk,
+                               int64_t block_size, bf16* out, cudaStream_t stream,
+                               AttentionWorkspace workspace = {});
 
 void PagedBlockSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                                const PagedLayout& layout, const AttentionDims& dims,
@@ -57,6 +67,10 @@ void PagedBlockSparseAttention(const bf16* q, const bf16* k_pages, const bf16* v
 // shapes; false, with nothing launched, elsewhere (then IndexTopK and PagedBlockSparseAttention).
 // Launched right after the kernel that writes the scores (a chained launch): q and the layout's
 // arrays are read before it waits on that kernel, so they must be written before it starts.
+bool PagedMsaDecodeAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                             const AttentionDims& dims, const float* scores, int64_t max_blocks,
+                             int64_t local_blocks, int64_t topk, int64_t block_size,
+                             int32_t* selected, bf16* out, cudaStream_t stream);
 bool PagedMsaDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                              const PagedLayout& layout, const AttentionDims& dims,
                              const float* scores, int64_t max_blocks, int64_t local_blocks,
@@ -65,6 +79,9 @@ bool PagedMsaDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_p
 
 // The one-warp-per-(row, q head) kernel for every row: the fallback for unsupported shapes and a
 // second GPU reference for the tests. selected == null: dense.
+void PagedAttentionReference(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                             const AttentionDims& dims, const int32_t* selected, int64_t topk,
+                             int64_t block_size, bf16* out, cudaStream_t stream);
 void PagedAttentionReference(const bf16* q, const bf16* k_pages, const bf16* v_pages,
                              const PagedLayout& layout, const AttentionDims& dims,
                              const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,

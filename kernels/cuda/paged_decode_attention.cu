@@ -63,8 +63,7 @@ int64_t SelectKeyCapacity(int64_t head_dim) {
 
 struct Args {
   const bf16* q;
-  const bf16* k;
-  const bf16* v;
+  KvPages kv;
   PagedLayout layout;
   AttentionDims dims;
   const int32_t* selected;  // null: dense
@@ -95,8 +94,9 @@ struct MergeSmem {
                        kMax = kWeight + 16 * kWarps, kSum = kMax + 16, kFloats = kSum + 16;
 };
 
-// kSelect: the selection is made here from a.scores (cluster kernels only).
-template <int D, bool kCluster, bool kSelect = false>
+// kSelect: the selection is made here from a.scores (cluster kernels only). kFp8: FP8 K/V pages
+// (kv_cache_fp8.cuh).
+template <int D, bool kCluster, bool kSelect = false, bool kFp8 = false>
 __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   // Cluster: each CTA's mailbox (after the tiles) receives every rank's share of the partials
@@ -175,9 +175,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   };
 
   bf16* tiles = reinterpret_cast<bf16*>(smem_raw) + warp * kStages * 2 * kBN * D;
-  const int64_t stride = hkv * D;
-  const bf16* kg = a.k + g * D;
-  const bf16* vg = a.v + g * D;
+  const attn::GroupKv<kFp8> kv(a.kv, g, hkv, D);
   auto load = [&](int64_t j0, int st) {
     bf16* sk = tiles + st * 2 * kBN * D;
     bf16* sv = sk + kBN * D;
@@ -189,10 +187,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     for (int i = lane; i < kBN * kChunks; i += 32) {
       const int key = i / kChunks, ch = i % kChunks;
       const int64_t slot = __shfl_sync(0xffffffffu, mine, key);
-      const bool ok = slot >= 0;
-      const int64_t off = ok ? slot * stride + ch * 8 : 0;
-      attn::CpAsync16(sk + attn::TileOffset<D>(key, ch), kg + off, ok);
-      attn::CpAsync16(sv + attn::TileOffset<D>(key, ch), vg + off, ok);
+      const int o = attn::TileOffset<D>(key, ch);
+      kv.Stage(sk + o, sv + o, slot, ch, slot >= 0);
     }
   };
   // kStages - 1 tiles in flight while one is consumed.
@@ -208,9 +204,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     if (ahead < hi) load(ahead, st == 0 ? kStages - 1 : st - 1);
     attn::CpAsyncCommit();
     attn::CpAsyncWait<kStages - 1>();
+    bf16* sk = tiles + st * 2 * kBN * D;
+    attn::FinishKvTiles<kFp8, D>(sk, sk + kBN * D, lane, 32, kBN);
     __syncwarp();
     const uint32_t live = __ballot_sync(0xffffffffu, lane < kBN && key_of(j0 + lane) >= 0);
-    const bf16* sk = tiles + st * 2 * kBN * D;
     attn::AttendTile<D, kBN>(
         w, sk, sk + kBN * D, a.scale_log2, [&](int, int key) { return (live >> key) & 1u; }, lane);
     __syncwarp();
@@ -387,11 +384,11 @@ __global__ void CombineKernel(const float* part, const float* ml, int64_t splits
 
 // The cluster kernel opted in to shared memory and, for more than 8 CTAs, to non-portable
 // cluster sizes.
-template <int D, bool kSelect = false>
+template <int D, bool kSelect = false, bool kFp8 = false>
 void PrepareClusterKernel(int cluster) {
-  AllowDynamicShared<DecodeKernel<D, true, kSelect>>(ClusterSmemBytes<D>());
+  AllowDynamicShared<DecodeKernel<D, true, kSelect, kFp8>>(ClusterSmemBytes<D>());
   if (cluster > 8 &&
-      cudaFuncSetAttribute(DecodeKernel<D, true, kSelect>,
+      cudaFuncSetAttribute(DecodeKernel<D, true, kSelect, kFp8>,
                            cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
     cudaGetLastError();
     throw std::runtime_error("paged decode attention: clusters of " + std::to_string(cluster) +
@@ -401,16 +398,16 @@ void PrepareClusterKernel(int cluster) {
 
 // How many clusters of `cluster` CTAs of the cluster kernel, each CTA taking `smem` bytes, can be
 // resident at once on the current device (0: none, or the query failed).
-template <int D, bool kSelect>
+template <int D, bool kSelect, bool kFp8 = false>
 int ActiveClusters(int cluster, size_t smem) {
   int active = 0;
   try {
-    PrepareClusterKernel<D, kSelect>(cluster);
-    AllowDynamicShared<DecodeKernel<D, true, kSelect>>(smem);
+    PrepareClusterKernel<D, kSelect, kFp8>(cluster);
+    AllowDynamicShared<DecodeKernel<D, true, kSelect, kFp8>>(smem);
     const ChainedLaunch launch(dim3(1, 1, cluster), dim3(1, 1, cluster), kWarps * 32, smem,
                                nullptr);
-    if (cudaOccupancyMaxActiveClusters(&active, DecodeKernel<D, true, kSelect>, &launch.config) !=
-        cudaSuccess)
+    if (cudaOccupancyMaxActiveClusters(&active, DecodeKernel<D, true, kSelect, kFp8>,
+                                       &launch.config) != cudaSuccess)
       active = 0;
   } catch (const std::runtime_error&) {
     active = 0;
@@ -455,7 +452,7 @@ int SparseClusterSize(int64_t pairs) {
 // chained 20.6-20.7 -> 20.0-20.1 us, in a step's order (after the key write) 23.3-23.5 -> 21.9-22.0
 // us. FP8 index keys unchanged: their scan blocks (50 KB, two an SM) leave room for one attention
 // CTA either way.
-template <int D, bool kSelect>
+template <int D, bool kSelect, bool kFp8>
 size_t ClusterLaunchSmem(int64_t clusters, int cluster) {
   constexpr size_t own = ClusterSmemBytes<D>();
   constexpr int kDevices = 64;
@@ -479,20 +476,21 @@ size_t ClusterLaunchSmem(int64_t clusters, int cluster) {
       return;
     }
     const size_t smem = (static_cast<size_t>(per_sm) / 2 + 16) & ~size_t{15};
-    if (smem > own) alone[dev][c] = {smem, ActiveClusters<D, kSelect>(cluster, smem)};
+    if (smem > own) alone[dev][c] = {smem, ActiveClusters<D, kSelect, kFp8>(cluster, smem)};
   });
   return clusters <= alone[dev][c].clusters ? alone[dev][c].smem : own;
 }
 
-template <int D, bool kSelect>
+template <int D, bool kSelect, bool kFp8>
 void LaunchClusters(const Args& a, dim3 grid, int cluster, cudaStream_t stream) {
-  PrepareClusterKernel<D, kSelect>(cluster);
+  PrepareClusterKernel<D, kSelect, kFp8>(cluster);
   const int64_t clusters = int64_t{grid.x} * grid.y * grid.z / cluster;
-  LaunchClustersAfterPrior(DecodeKernel<D, true, kSelect>, grid, dim3(1, 1, cluster), kWarps * 32,
-                           ClusterLaunchSmem<D, kSelect>(clusters, cluster), stream, a);
+  LaunchClustersAfterPrior(DecodeKernel<D, true, kSelect, kFp8>, grid, dim3(1, 1, cluster),
+                           kWarps * 32, ClusterLaunchSmem<D, kSelect, kFp8>(clusters, cluster),
+                           stream, a);
 }
 
-template <int D>
+template <int D, bool kFp8>
 void Launch(const Args& a, int64_t num_decodes, int cluster, cudaStream_t stream) {
   constexpr size_t smem = SmemBytes<D>();
   static_assert(smem >= MergeSmem<D>::kFloats * sizeof(float), "merge space");
@@ -500,13 +498,13 @@ void Launch(const Args& a, int64_t num_decodes, int cluster, cudaStream_t stream
                   static_cast<unsigned>(a.splits));
   if (cluster > 0) {
     if (a.scores != nullptr)
-      LaunchClusters<D, true>(a, grid, cluster, stream);
+      LaunchClusters<D, true, kFp8>(a, grid, cluster, stream);
     else
-      LaunchClusters<D, false>(a, grid, cluster, stream);
+      LaunchClusters<D, false, kFp8>(a, grid, cluster, stream);
     return;
   }
-  AllowDynamicShared<DecodeKernel<D, false>>(smem);
-  LaunchAfterPrior(DecodeKernel<D, false>, grid, kWarps * 32, smem, stream, a);
+  AllowDynamicShared<DecodeKernel<D, false, false, kFp8>>(smem);
+  LaunchAfterPrior(DecodeKernel<D, false, false, kFp8>, grid, kWarps * 32, smem, stream, a);
   if (a.splits > 1) {
     LaunchAfterPrior(CombineKernel, static_cast<unsigned>(num_decodes * a.dims.num_q_heads), D,
                      (a.splits + 8) * sizeof(float), stream, a.part, a.ml, a.splits, D, a.out);
@@ -553,10 +551,10 @@ size_t DecodeWorkspaceBytes(const DecodePlan& plan, int64_t num_decodes,
          sizeof(float);
 }
 
-void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
-                          const PagedLayout& layout, int64_t num_decodes, const AttentionDims& dims,
-                          const int32_t* selected, int64_t topk, int64_t block_size,
-                          const DecodePlan& plan, float* workspace, bf16* out, cudaStream_t stream,
+void PagedDecodeAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                          int64_t num_decodes, const AttentionDims& dims, const int32_t* selected,
+                          int64_t topk, int64_t block_size, const DecodePlan& plan,
+                          float* workspace, bf16* out, cudaStream_t stream,
                           const DecodeBlockScores* select) {
   if (num_decodes <= 0) return;
   if (select != nullptr) {
@@ -590,8 +588,7 @@ void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_page
   }
   const int64_t parts = num_decodes * dims.num_q_heads * p.splits;
   Args a{q,
-         k_pages,
-         v_pages,
+         kv,
          layout,
          dims,
          selected,
@@ -609,9 +606,11 @@ void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_page
          out};
   const int cluster = static_cast<int>(p.cluster);
   if (dims.head_dim == 128)
-    Launch<128>(a, num_decodes, cluster, stream);
+    kv.fp8() ? Launch<128, true>(a, num_decodes, cluster, stream)
+             : Launch<128, false>(a, num_decodes, cluster, stream);
   else
-    Launch<64>(a, num_decodes, cluster, stream);
+    kv.fp8() ? Launch<64, true>(a, num_decodes, cluster, stream)
+             : Launch<64, false>(a, num_decodes, cluster, stream);
 }
 
 }  // namespace m3::kernels::cuda

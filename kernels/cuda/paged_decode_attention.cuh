@@ -51,13 +51,13 @@ struct DecodeBlockScores {
 // for 64).
 bool DecodeSelectsBlocks(const DecodePlan& plan, int64_t max_blocks, int64_t head_dim);
 
-// selected == null: dense. `workspace` holds DecodeWorkspaceBytes(plan, ...) bytes. select:
-// the selection made from block scores instead of read from `selected` (then ignored), where
-// DecodeSelectsBlocks.
-void PagedDecodeAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
-                          const PagedLayout& layout, int64_t num_decodes, const AttentionDims& dims,
-                          const int32_t* selected, int64_t topk, int64_t block_size,
-                          const DecodePlan& plan, float* workspace, bf16* out, cudaStream_t stream,
+// selected == null: dense. kv: bf16 or FP8 pages (kv_cache_fp8.cuh). `workspace` holds
+// DecodeWorkspaceBytes(plan, ...) bytes. select: the selection made from block scores instead of
+// read from `selected` (then ignored), where DecodeSelectsBlocks.
+void PagedDecodeAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                          int64_t num_decodes, const AttentionDims& dims, const int32_t* selected,
+                          int64_t topk, int64_t block_size, const DecodePlan& plan,
+                          float* workspace, bf16* out, cudaStream_t stream,
                           const DecodeBlockScores* select = nullptr);
 
 }  // namespace m3::kernels::cuda

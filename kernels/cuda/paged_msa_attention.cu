@@ -10,8 +10,8 @@
 
 namespace m3::kernels::cuda {
 
-void PagedMsaAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages, const bf16* index_q,
-                       const IndexKeys& keys, const PagedLayout& layout, const AttentionDims& dims,
+void PagedMsaAttention(const bf16* q, const KvPages& kv, const bf16* index_q, const IndexKeys& keys,
+                       const PagedLayout& layout, const AttentionDims& dims,
                        const IndexerParams& ip, int64_t max_seq_len, void* index_workspace,
                        size_t index_workspace_bytes, int32_t* selected, bf16* out,
                        cudaStream_t stream, AttentionWorkspace workspace) {
@@ -33,16 +33,24 @@ void PagedMsaAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages, 
   if (scores == nullptr) {
     PagedIndexerSelect(index_q, keys, layout, ip, max_seq_len, index_workspace,
                        index_workspace_bytes, selected, stream);
-  } else if (PagedMsaDecodeAttention(q, k_pages, v_pages, layout, dims, scores, max_blocks,
-                                     ip.local_blocks, ip.topk_blocks, ip.block_size, selected, out,
-                                     stream)) {
+  } else if (PagedMsaDecodeAttention(q, kv, layout, dims, scores, max_blocks, ip.local_blocks,
+                                     ip.topk_blocks, ip.block_size, selected, out, stream)) {
     return;
   } else {
     IndexTopK(scores, layout, ip.num_heads, ip.block_size, max_blocks, ip.topk_blocks,
               ip.local_blocks, selected, stream);
   }
-  PagedBlockSparseAttention(q, k_pages, v_pages, layout, dims, selected, ip.topk_blocks,
-                            ip.block_size, out, stream, workspace);
+  PagedBlockSparseAttention(q, kv, layout, dims, selected, ip.topk_blocks, ip.block_size, out,
+                            stream, workspace);
+}
+
+void PagedMsaAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages, const bf16* index_q,
+                       const IndexKeys& keys, const PagedLayout& layout, const AttentionDims& dims,
+                       const IndexerParams& ip, int64_t max_seq_len, void* index_workspace,
+                       size_t index_workspace_bytes, int32_t* selected, bf16* out,
+                       cudaStream_t stream, AttentionWorkspace workspace) {
+  PagedMsaAttention(q, Bf16Kv(k_pages, v_pages), index_q, keys, layout, dims, ip, max_seq_len,
+                    index_workspace, index_workspace_bytes, selected, out, stream, workspace);
 }
 
 }  // namespace m3::kernels::cuda

@@ -17,6 +17,11 @@ namespace m3::kernels::cuda {
 // index_workspace: IndexerWorkspaceBytes(layout, ip) bytes; workspace: the attention's
 // (PagedAttentionWorkspaceBytes with ip.topk_blocks). selected i32 [ip.num_heads, rows,
 // ip.topk_blocks] receives the selection; ip.num_heads must be dims.num_kv_heads.
+void PagedMsaAttention(const bf16* q, const KvPages& kv, const bf16* index_q, const IndexKeys& keys,
+                       const PagedLayout& layout, const AttentionDims& dims,
+                       const IndexerParams& ip, int64_t max_seq_len, void* index_workspace,
+                       size_t index_workspace_bytes, int32_t* selected, bf16* out,
+                       cudaStream_t stream, AttentionWorkspace workspace = {});
 void PagedMsaAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages, const bf16* index_q,
                        const IndexKeys& keys, const PagedLayout& layout, const AttentionDims& dims,
                        const IndexerParams& ip, int64_t max_seq_len, void* index_workspace,

@@ -26,8 +26,7 @@ __host__ __device__ constexpr size_t TileBytes() {
 
 struct Args {
   const bf16* q;
-  const bf16* k;
-  const bf16* v;
+  KvPages kv;
   PagedLayout layout;
   AttentionDims dims;
   const int32_t* selected;  // null: dense
@@ -39,7 +38,8 @@ struct Args {
   bf16* out;
 };
 
-template <int D>
+// kFp8: FP8 K/V pages (kv_cache_fp8.cuh).
+template <int D, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ int n_union;
@@ -79,9 +79,7 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
   attn::WarpState<D> w;
   attn::InitState<D>(w, qp[0], qp[1], lane);
 
-  const int64_t stride = hkv * D;
-  const bf16* kg = a.k + g * D;
-  const bf16* vg = a.v + g * D;
+  const attn::GroupKv<kFp8> kv(a.kv, g, hkv, D);
   const int64_t bs = a.block_size;
   const int64_t nsub = sparse ? (bs + kBN - 1) / kBN : 1;
   const int64_t s_first = a.layout.SeqOf(r0), s_last = a.layout.SeqOf(r1 - 1);
@@ -181,10 +179,8 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
         const int pass = (i - threadIdx.x) / (kWarps * 32);
         const int64_t slot = __shfl_sync(0xffffffffu, mine, pass * (32 / kChunks) + lane / kChunks);
         const int64_t j = j0 + key;
-        const bool ok = j < j1;
-        const int64_t off = ok ? slot * stride + ch * 8 : 0;
-        attn::CpAsync16(sk + attn::TileOffset<D>(key, ch), kg + off, ok);
-        attn::CpAsync16(sv + attn::TileOffset<D>(key, ch), vg + off, ok);
+        const int o = attn::TileOffset<D>(key, ch);
+        kv.Stage(sk + o, sv + o, slot, ch, j < j1);
       }
     };
     if (ntiles > 0) load(0, 0);
@@ -193,6 +189,9 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
       if (t + 1 < ntiles) load(t + 1, (t + 1) & 1);
       attn::CpAsyncCommit();
       attn::CpAsyncWait<1>();
+      attn::FinishKvTiles<kFp8, D>(tiles + (t & 1) * 2 * kBN * D,
+                                   tiles + (t & 1) * 2 * kBN * D + kBN * D,
+                                   static_cast<int>(threadIdx.x), kWarps * 32, kBN);
       __syncthreads();
       int64_t j0, j1;
       uint32_t bits;
@@ -232,43 +231,33 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
   }
 }
 
-template <int D>
+template <int D, bool kFp8>
 void Launch(const Args& a, cudaStream_t stream) {
   const int64_t R = int64_t{kWarps} * a.rows_per_warp;
   const int64_t E = a.selected ? R * a.topk : 0;
   const size_t smem = TileBytes<D>() + static_cast<size_t>(E) * 16;
   // The largest request (32 rows x top-64 lists), once per device.
-  AllowDynamicShared<PrefillKernel<D>>(TileBytes<D>() + kMaxRowsPerCta * kMaxTopk * 16);
+  AllowDynamicShared<PrefillKernel<D, kFp8>>(TileBytes<D>() + kMaxRowsPerCta * kMaxTopk * 16);
   const int64_t ctas = (a.layout.rows - a.row_begin + R - 1) / R;
   const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(a.dims.num_kv_heads));
-  PrefillKernel<D><<<grid, kWarps * 32, smem, stream>>>(a);
+  PrefillKernel<D, kFp8><<<grid, kWarps * 32, smem, stream>>>(a);
 }
 
 }  // namespace
 
-void PagedPrefillAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
-                           const PagedLayout& layout, int64_t row_begin, const AttentionDims& dims,
-                           const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
-                           cudaStream_t stream) {
+void PagedPrefillAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                           int64_t row_begin, const AttentionDims& dims, const int32_t* selected,
+                           int64_t topk, int64_t block_size, bf16* out, cudaStream_t stream) {
   if (layout.rows <= row_begin) return;
   const int64_t G = dims.num_q_heads / dims.num_kv_heads;
   const int rpw = static_cast<int>(std::min<int64_t>(16 / G, kMaxRowsPerCta / kWarps));
-  Args a{q,
-         k_pages,
-         v_pages,
-         layout,
-         dims,
-         selected,
-         topk,
-         block_size,
-         row_begin,
-         rpw,
-         dims.scale * attn::kLog2e,
+  Args a{q,    kv,         layout,    dims, selected,
+         topk, block_size, row_begin, rpw,  dims.scale * attn::kLog2e,
          out};
   if (dims.head_dim == 128)
-    Launch<128>(a, stream);
+    kv.fp8() ? Launch<128, true>(a, stream) : Launch<128, false>(a, stream);
   else
-    Launch<64>(a, stream);
+    kv.fp8() ? Launch<64, true>(a, stream) : Launch<64, false>(a, stream);
 }
 
 }  // namespace m3::kernels::cuda

@@ -12,9 +12,8 @@
 namespace m3::kernels::cuda {
 
 // selected == null: dense causal. Needs TensorCoreAttentionSupported(dims) and topk <= 64.
-void PagedPrefillAttention(const bf16* q, const bf16* k_pages, const bf16* v_pages,
-                           const PagedLayout& layout, int64_t row_begin, const AttentionDims& dims,
-                           const int32_t* selected, int64_t topk, int64_t block_size, bf16* out,
-                           cudaStream_t stream);
+void PagedPrefillAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
+                           int64_t row_begin, const AttentionDims& dims, const int32_t* selected,
+                           int64_t topk, int64_t block_size, bf16* out, cudaStream_t stream);
 
 }  // namespace m3::kernels::cuda

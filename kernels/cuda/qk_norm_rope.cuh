@@ -1,12 +1,15 @@
 // The fused post-projection step of a decoder attention layer on the GPU, the twin of
 // kernels/cpu/qk_norm_rope.h: per head Gemma RMSNorm (f32), rotate-half RoPE of the leading
 // rotary channels, q and index q to dense outputs, k, v and the index key into their cache pages
-// at the row's slot. Same layouts as the CPU twin, bf16 storage.
+// at the row's slot. Same layouts as the CPU twin, bf16 storage; or, with the FP8 KV cache
+// (kv_cache_fp8.cuh), k and v quantized per (row, kv head) from their f32 values into e4m3
+// codes and a scale at the row's slot, as the CPU twin quantizes them.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/kv_cache_fp8.cuh"
 
 namespace m3::kernels::cuda {
 
@@ -43,5 +46,10 @@ void QkNormRopeToPages(const bf16* qkv, int64_t rows, const QkNormRopeDims& dims
                        const QkNormWeightsPtr& w, const float* cos, const float* sin,
                        const int64_t* slots, bf16* q_out, bf16* index_q_out, bf16* k_pages,
                        bf16* v_pages, bf16* index_k_pages, cudaStream_t stream);
+// The same with K and V written into the FP8 KV cache `kv`.
+void QkNormRopeToPages(const bf16* qkv, int64_t rows, const QkNormRopeDims& dims,
+                       const QkNormWeightsPtr& w, const float* cos, const float* sin,
+                       const int64_t* slots, bf16* q_out, bf16* index_q_out, const Fp8KvOut& kv,
+                       bf16* index_k_pages, cudaStream_t stream);
 
 }  // namespace m3::kernels::cuda

@@ -5,7 +5,8 @@
 // q heads per KV group, the reference kernel's shapes, an explicit workspace against the pool,
 // a decode step captured once in a CUDA graph and replayed at other context lengths, and the
 // decode attention that selects its blocks from block scores against the top-k kernel followed
-// by the attention (bit for bit), alone and chained after the index scan.
+// by the attention (bit for bit), alone and chained after the index scan; and the same paths on
+// FP8 K/V pages (codes and per-(slot, kv head) scales) against the CPU twin over the same codes.
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
@@ -21,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/kv_cache_fp8.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cuda/msa_index_fp8.cuh"
 #include "kernels/cuda/msa_index_topk.cuh"
@@ -181,8 +183,10 @@ void Check(const char* what, const Errors& e) {
 
 // Runs one step through the GPU entry points (with an explicit workspace, from the pool, with
 // the decodes unmarked, and the reference kernel) and the CPU twin, dense or sparse (topk > 0).
+// fp8: the K/V pages are FP8 codes and scales of the random values (kv_cache_fp8.cuh),
+// quantized on the host, and the twin reads the same codes (kernels/cpu/kv_cache_fp8.h).
 void RunCase(const std::string& name, const Step& s, const Shape& sh, int64_t topk, int64_t block,
-             uint32_t seed) {
+             uint32_t seed, bool fp8 = false) {
   const int64_t D = sh.dim, slots = s.num_pages * s.page_size;
   std::vector<uint16_t> qb, kb, vb;
   const std::vector<float> q = Random(s.rows * sh.hq * D, seed, 2.0f, qb);
@@ -190,32 +194,52 @@ void RunCase(const std::string& name, const Step& s, const Shape& sh, int64_t to
   const std::vector<float> v = Random(slots * sh.hkv * D, seed + 2, 1.0f, vb);
   const std::vector<int32_t> sel =
       topk > 0 ? RandomSelections(s, sh.hkv, topk, block, seed + 3) : std::vector<int32_t>{};
+  std::vector<uint8_t> kc, vc;
+  std::vector<float> ks, vs;
+  if (fp8) {
+    std::vector<int64_t> all(slots);
+    std::iota(all.begin(), all.end(), 0);
+    kc.resize(k.size());
+    vc.resize(v.size());
+    ks.resize(slots * sh.hkv);
+    vs.resize(slots * sh.hkv);
+    cpu::QuantizeKvRowsFp8(k.data(), slots, sh.hkv, D, all.data(), kc.data(), ks.data());
+    cpu::QuantizeKvRowsFp8(v.data(), slots, sh.hkv, D, all.data(), vc.data(), vs.data());
+  }
+  const cpu::Fp8KvPages cp{kc.data(), ks.data(), vc.data(), vs.data()};
 
   const cpu::PagedLayout cl{s.seqs,          s.query_start.data(), s.context_lens.data(),
                             s.tables.data(), s.max_pages,          s.page_size};
   const cpu::AttentionDims cd{sh.hq, sh.hkv, D, 1.0f / std::sqrt(static_cast<float>(D))};
   std::vector<float> want(s.rows * sh.hq * D);
-  if (topk > 0)
+  if (topk > 0 && fp8)
+    cpu::PagedBlockSparseAttention(q.data(), cp, cl, cd, sel.data(), topk, block, want.data());
+  else if (topk > 0)
     cpu::PagedBlockSparseAttention(q.data(), k.data(), v.data(), cl, cd, sel.data(), topk, block,
                                    want.data());
+  else if (fp8)
+    cpu::PagedAttention(q.data(), cp, cl, cd, want.data());
   else
     cpu::PagedAttention(q.data(), k.data(), v.data(), cl, cd, want.data());
 
   DeviceArray<uint16_t> dq(qb), dk(kb), dv(vb), out(want.size());
+  DeviceArray<uint8_t> dkc(kc), dvc(vc);
+  DeviceArray<float> dks(ks), dvs(vs);
   DeviceArray<int32_t> qs(s.query_start), ctx(s.context_lens), tab(s.tables), dsel(sel);
   gpu::PagedLayout gl{s.seqs,  s.rows,      qs.ptr,      ctx.ptr,
                       tab.ptr, s.max_pages, s.page_size, s.num_decodes};
   const gpu::AttentionDims gd{sh.hq, sh.hkv, D, cd.scale};
   auto* bq = reinterpret_cast<const gpu::bf16*>(dq.ptr);
-  auto* bk = reinterpret_cast<const gpu::bf16*>(dk.ptr);
-  auto* bv = reinterpret_cast<const gpu::bf16*>(dv.ptr);
   auto* bo = reinterpret_cast<gpu::bf16*>(out.ptr);
+  const gpu::KvPages kv = fp8 ? gpu::Fp8Kv(dkc.ptr, dvc.ptr, dks.ptr, dvs.ptr)
+                              : gpu::Bf16Kv(reinterpret_cast<const gpu::bf16*>(dk.ptr),
+                                            reinterpret_cast<const gpu::bf16*>(dv.ptr));
   auto run = [&](const gpu::PagedLayout& l, gpu::AttentionWorkspace ws) {
     Cuda(cudaMemset(out.ptr, 0xff, out.n * 2), "memset");  // NaNs where nothing is written
     if (topk > 0)
-      gpu::PagedBlockSparseAttention(bq, bk, bv, l, gd, dsel.ptr, topk, block, bo, nullptr, ws);
+      gpu::PagedBlockSparseAttention(bq, kv, l, gd, dsel.ptr, topk, block, bo, nullptr, ws);
     else
-      gpu::PagedAttention(bq, bk, bv, l, gd, bo, nullptr, ws);
+      gpu::PagedAttention(bq, kv, l, gd, bo, nullptr, ws);
     Cuda(cudaDeviceSynchronize(), name.c_str());
     return out.Get();
   };
@@ -231,7 +255,7 @@ void RunCase(const std::string& name, const Step& s, const Shape& sh, int64_t to
                          std::runtime_error);
   }
   Cuda(cudaMemset(out.ptr, 0xff, out.n * 2), "memset");
-  gpu::PagedAttentionReference(bq, bk, bv, gl, gd, topk > 0 ? dsel.ptr : nullptr, topk, block, bo,
+  gpu::PagedAttentionReference(bq, kv, gl, gd, topk > 0 ? dsel.ptr : nullptr, topk, block, bo,
                                nullptr);
   Cuda(cudaDeviceSynchronize(), "reference");
   Check((name + ", reference kernel").c_str(), Compare(out.Get(), want, D));
@@ -242,10 +266,10 @@ const Shape kReal{64, 4, 128};
 // A block-sparse case with the prefill rows forced query-major, then key-block-major
 // (paged_attention.cu's M3_SPARSE_PREFILL); below 256 prefill rows the dispatch takes the first.
 void RunSparseBothWays(const std::string& name, const Step& s, const Shape& sh, int64_t topk,
-                       int64_t block, uint32_t seed) {
+                       int64_t block, uint32_t seed, bool fp8 = false) {
   for (const char* mode : {"query", "block"}) {
     setenv("M3_SPARSE_PREFILL", mode, 1);
-    RunCase(name + ", " + mode + "-major", s, sh, topk, block, seed);
+    RunCase(name + ", " + mode + "-major", s, sh, topk, block, seed, fp8);
   }
   unsetenv("M3_SPARSE_PREFILL");
 }
@@ -254,10 +278,10 @@ void RunSparseBothWays(const std::string& name, const Step& s, const Shape& sh, 
 // clusters of 8 and of 16 (paged_decode_attention.cu's M3_SPARSE_DECODE_CLUSTER; by default
 // clusters only for a few (row, group) pairs).
 void RunSparseDecodeAllWays(const std::string& name, const Step& s, const Shape& sh, int64_t topk,
-                            int64_t block, uint32_t seed) {
+                            int64_t block, uint32_t seed, bool fp8 = false) {
   for (const char* cluster : {"0", "8", "16"}) {
     setenv("M3_SPARSE_DECODE_CLUSTER", cluster, 1);
-    RunCase(name + ", clusters of " + cluster, s, sh, topk, block, seed);
+    RunCase(name + ", clusters of " + cluster, s, sh, topk, block, seed, fp8);
   }
   unsetenv("M3_SPARSE_DECODE_CLUSTER");
 }
@@ -295,13 +319,26 @@ TEST_CASE("split-K decode attention matches the CPU twin, dense and block-sparse
 // against the top-k kernel's selection and the attention over it: the same selection in the same
 // order, and the same output bit for bit. Scores on a coarse grid (exact ties), now and then
 // -inf, one row all equal, and garbage past each row's blocks (never read).
+// fp8: on FP8 K/V pages (codes and scales of the random values).
 void RunSelectingCase(const std::string& name, const Step& s, const Shape& sh, int64_t topk,
-                      int64_t block, int64_t local, uint32_t seed) {
+                      int64_t block, int64_t local, uint32_t seed, bool fp8 = false) {
   const int64_t D = sh.dim, slots = s.num_pages * s.page_size;
   std::vector<uint16_t> qb, kb, vb;
   Random(s.rows * sh.hq * D, seed, 2.0f, qb);
-  Random(slots * sh.hkv * D, seed + 1, 1.0f, kb);
-  Random(slots * sh.hkv * D, seed + 2, 1.0f, vb);
+  const std::vector<float> k = Random(slots * sh.hkv * D, seed + 1, 1.0f, kb);
+  const std::vector<float> v = Random(slots * sh.hkv * D, seed + 2, 1.0f, vb);
+  std::vector<uint8_t> kc, vc;
+  std::vector<float> ks, vs;
+  if (fp8) {
+    std::vector<int64_t> all(slots);
+    std::iota(all.begin(), all.end(), 0);
+    kc.resize(k.size());
+    vc.resize(v.size());
+    ks.resize(slots * sh.hkv);
+    vs.resize(slots * sh.hkv);
+    cpu::QuantizeKvRowsFp8(k.data(), slots, sh.hkv, D, all.data(), kc.data(), ks.data());
+    cpu::QuantizeKvRowsFp8(v.data(), slots, sh.hkv, D, all.data(), vc.data(), vs.data());
+  }
   const int64_t max_blocks = (s.max_pages * s.page_size + block - 1) / block;
   std::vector<float> scores(s.rows * sh.hkv * max_blocks);
   std::mt19937 rng(seed + 3);
@@ -322,6 +359,8 @@ void RunSelectingCase(const std::string& name, const Step& s, const Shape& sh, i
       }
   }
   DeviceArray<uint16_t> dq(qb), dk(kb), dv(vb), out_a(s.rows * sh.hq * D), out_b(out_a.n);
+  DeviceArray<uint8_t> dkc(kc), dvc(vc);
+  DeviceArray<float> dks(ks), dvs(vs);
   DeviceArray<int32_t> qs(s.query_start), ctx(s.context_lens), tab(s.tables);
   DeviceArray<int32_t> sel_a(sh.hkv * s.rows * topk), sel_b(sel_a.n);
   DeviceArray<float> dscores(scores);
@@ -329,15 +368,16 @@ void RunSelectingCase(const std::string& name, const Step& s, const Shape& sh, i
                       tab.ptr, s.max_pages, s.page_size, s.num_decodes};
   const gpu::AttentionDims gd{sh.hq, sh.hkv, D, 1.0f / std::sqrt(static_cast<float>(D))};
   auto* bq = reinterpret_cast<const gpu::bf16*>(dq.ptr);
-  auto* bk = reinterpret_cast<const gpu::bf16*>(dk.ptr);
-  auto* bv = reinterpret_cast<const gpu::bf16*>(dv.ptr);
+  const gpu::KvPages kv = fp8 ? gpu::Fp8Kv(dkc.ptr, dvc.ptr, dks.ptr, dvs.ptr)
+                              : gpu::Bf16Kv(reinterpret_cast<const gpu::bf16*>(dk.ptr),
+                                            reinterpret_cast<const gpu::bf16*>(dv.ptr));
   Cuda(cudaMemset(out_b.ptr, 0xff, out_b.n * 2), "memset");
   Cuda(cudaMemset(sel_b.ptr, 0x7f, sel_b.n * 4), "memset");
   gpu::IndexTopK(dscores.ptr, gl, sh.hkv, block, max_blocks, topk, local, sel_a.ptr, nullptr);
-  gpu::PagedBlockSparseAttention(bq, bk, bv, gl, gd, sel_a.ptr, topk, block,
+  gpu::PagedBlockSparseAttention(bq, kv, gl, gd, sel_a.ptr, topk, block,
                                  reinterpret_cast<gpu::bf16*>(out_a.ptr), nullptr);
   const bool selects =
-      gpu::PagedMsaDecodeAttention(bq, bk, bv, gl, gd, dscores.ptr, max_blocks, local, topk, block,
+      gpu::PagedMsaDecodeAttention(bq, kv, gl, gd, dscores.ptr, max_blocks, local, topk, block,
                                    sel_b.ptr, reinterpret_cast<gpu::bf16*>(out_b.ptr), nullptr);
   Cuda(cudaDeviceSynchronize(), name.c_str());
   INFO(name);
@@ -474,6 +514,57 @@ TEST_CASE("tensor-core prefill attention matches the CPU twin, dense and block-s
   // One q head per group: sixteen rows per M tile.
   RunSparseBothWays("head_dim 64, 1 head per group, top-5 of 32-key blocks", s4, Shape{2, 2, 64}, 5,
                     32, 705);
+}
+
+// FP8 K/V pages (kv_cache_fp8.cuh) through every attention path, against the CPU twin over the
+// same codes: the split-K decode (dense, and sparse with partials, clusters of 8 and 16), the
+// tensor-core prefill (dense; sparse query-major and key-block-major), the key-block-major
+// dispatch on its own, the reference kernel, at the real head shapes (64 q / 4 KV heads of 128,
+// MSA block 128, top-16) and at head_dim 64. The kernels dequantize code * scale into bf16
+// tiles, the twin in f32: the bf16 cases' tolerance holds.
+TEST_CASE("FP8 KV pages: decode and prefill attention match the CPU twin") {
+  const std::vector<std::pair<int32_t, int32_t>> decodes = {
+      {32767, 1}, {0, 1}, {126, 1}, {127, 1}, {128, 1}, {1000, 1}, {5001, 1}, {20000, 1}};
+  for (int64_t ps : {16, 128}) {
+    const Step s = MakeStep(decodes, ps, 0, 5);
+    const std::string tag = "FP8 KV, decode x8 to 32K, page " + std::to_string(ps);
+    RunCase(tag + ", dense", s, kReal, 0, 128, 800 + ps, true);
+    RunSparseDecodeAllWays(tag + ", top-16 of 128", s, kReal, 16, 128, 900 + ps, true);
+  }
+  RunSparseDecodeAllWays("FP8 KV, decode 20000 alone, top-16 of 128",
+                         MakeStep({{20000, 1}}, 128, 0, 14), kReal, 16, 128, 1001, true);
+  const std::vector<std::pair<int32_t, int32_t>> mixed = {{4999, 1}, {130, 1}, {3000, 37},
+                                                          {0, 70},   {517, 1}, {1200, 129}};
+  for (int64_t ps : {16, 128}) {
+    const Step s = MakeStep(mixed, ps, 0, 11);
+    const std::string tag = "FP8 KV, mixed decodes + chunks, page " + std::to_string(ps);
+    RunCase(tag + ", dense", s, kReal, 0, 128, 1100 + ps, true);
+    RunSparseBothWays(tag + ", top-16 of 128", s, kReal, 16, 128, 1200 + ps, true);
+  }
+  RunCase("FP8 KV, 1500-row prompt + chunk, top-16 of 128, real heads",
+          MakeStep({{2000, 1}, {0, 1500}, {700, 300}}, 128, 0, 17), kReal, 16, 128, 1300, true);
+  const Shape group4{8, 2, 64};
+  const Step s4 = MakeStep({{700, 1}, {33, 1}, {100, 45}, {0, 19}, {257, 1}}, 16, 0, 13);
+  RunCase("FP8 KV, head_dim 64, 4 heads per group, dense", s4, group4, 0, 32, 1400, true);
+  RunSparseBothWays("FP8 KV, head_dim 64, 4 heads per group, top-6 of 32-key blocks", s4, group4, 6,
+                    32, 1401, true);
+  RunCase("FP8 KV, head_dim 32 (reference path), top-4 of 16", s4, Shape{4, 2, 32}, 4, 16, 1402,
+          true);
+}
+
+// The decode attention that selects its blocks from block scores, on FP8 pages: the same
+// selection and output, bit for bit, as the top-k kernel followed by the attention over them.
+TEST_CASE("FP8 KV pages: the selecting decode attention equals top-k, then attention") {
+  const std::vector<std::pair<int32_t, int32_t>> decodes = {
+      {32767, 1}, {20000, 1}, {0, 1}, {126, 1}, {127, 1}, {128, 1}, {5001, 1}, {9999, 1}};
+  for (const char* cluster : {"8", "16"}) {
+    setenv("M3_SPARSE_DECODE_CLUSTER", cluster, 1);
+    const std::string c = std::string(", clusters of ") + cluster;
+    for (int64_t ps : {16, 128})
+      RunSelectingCase("FP8 KV, decode x8, page " + std::to_string(ps) + ", top-16 of 128" + c,
+                       MakeStep(decodes, ps, 0, 40), kReal, 16, 128, 1, 1500 + ps, true);
+  }
+  unsetenv("M3_SPARSE_DECODE_CLUSTER");
 }
 
 TEST_CASE("decode attention captured in a CUDA graph follows the context lengths on the device") {

@@ -4,7 +4,8 @@
 // top-16, 1 local block; experts of 3072 (8 of them here: the CPU twin is the slow side), top-4;
 // vision 1280 wide, 16 heads of 80) and contexts up to 32K. Outputs are compared by relative L2
 // (bf16 storage: ~4e-3 per rounding); MSA block selections must be equal except where the two
-// blocks' scores are within rounding of each other (near-ties, counted and printed).
+// blocks' scores are within rounding of each other (near-ties, counted and printed). The
+// attention ops also run on the FP8 KV cache (e4m3 K/V codes with per-vector scales).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "engine/backend/make_device.h"
 #include "engine/backend/make_m3_ops.h"
 #include "engine/backend/step_metadata_upload.h"
+#include "kernels/cpu/kv_cache_fp8.h"
 #include "kernels/cpu/rope.h"
 #include "shared/dtype.h"
 #include "tests/test_util.h"
@@ -262,8 +264,8 @@ void CheckPagedAttentionOps(const std::vector<std::pair<int32_t, int32_t>>& seqs
   Twin k = Act(Random(P * ps * Hkv * D, 21), {P, ps, Hkv, D});
   Twin v = Act(Random(P * ps * Hkv * D, 22), {P, ps, Hkv, D});
   Twin ik = Act(Random(P * ps * Di, 23), {P, ps, Di});
-  cc = {k.cpu, v.cpu, ik.cpu, {}, {}};
-  cg = {k.gpu, v.gpu, ik.gpu, {}, {}};
+  cc = {k.cpu, v.cpu, ik.cpu, {}, {}, {}, {}};
+  cg = {k.gpu, v.gpu, ik.gpu, {}, {}, {}, {}};
   engine::backend::QkvLayout layout{Hq, Hkv, D, rot, Hi, Di, rot, 1e-6f};
   Twin qkv = Act(Random(rows * layout.width(), 24, 2.0f), {rows, layout.width()});
   Twin qn = Weight(Random(D, 25, 0.5f), {D}), kn = Weight(Random(D, 26, 0.5f), {D});
@@ -358,6 +360,124 @@ void CheckPagedAttentionOps(const std::vector<std::pair<int32_t, int32_t>>& seqs
   b.gpu_ops->MsaAttention(q.gpu, iq.gpu, cg, mg, msa, shape, sel.gpu, att.gpu);
   CHECK(GetInts(*b.gpu, sel.gpu) == sg);
   CHECK(Get(*b.gpu, att.gpu) == unfused);
+}
+
+// One FP8 K or V cache on both backends: u8 codes [P, ps, Hkv, D] and f32 scales [P, ps, Hkv],
+// the same bytes on each.
+struct Fp8Twin {
+  Twin codes, scales;
+};
+Fp8Twin Fp8Cache(const std::vector<float>& values, int64_t P, int64_t ps, int64_t Hkv, int64_t D) {
+  Backends& b = Both();
+  const int64_t slots = P * ps;
+  std::vector<int64_t> all(slots);
+  for (int64_t i = 0; i < slots; ++i) all[i] = i;
+  std::vector<uint8_t> codes(slots * Hkv * D);
+  std::vector<float> scales(slots * Hkv);
+  kernels::cpu::QuantizeKvRowsFp8(values.data(), slots, Hkv, D, all.data(), codes.data(),
+                                  scales.data());
+  Fp8Twin t{{b.cpu->Alloc(DType::kU8, {P, ps, Hkv, D}), b.gpu->Alloc(DType::kU8, {P, ps, Hkv, D})},
+            {b.cpu->Alloc(DType::kF32, {P, ps, Hkv}), b.gpu->Alloc(DType::kF32, {P, ps, Hkv})}};
+  for (Device* d : {b.cpu.get(), b.gpu.get()}) {
+    d->Upload(codes.data(), d == b.cpu.get() ? t.codes.cpu : t.codes.gpu);
+    d->Upload(scales.data(), d == b.cpu.get() ? t.scales.cpu : t.scales.gpu);
+  }
+  return t;
+}
+// A cache's values as float32 (code * scale), downloaded from one backend.
+std::vector<float> Dequantized(Device& d, const DeviceTensor& codes, const DeviceTensor& scales) {
+  std::vector<uint8_t> c(codes.numel());
+  std::vector<float> s(scales.numel()), out(codes.numel());
+  d.Download(codes, c.data());
+  d.Download(scales, s.data());
+  const int64_t D = codes.numel() / scales.numel();
+  for (int64_t i = 0; i < scales.numel(); ++i)
+    kernels::cpu::DequantizeKvVectorFp8(c.data() + i * D, s[i], D, out.data() + i * D);
+  return out;
+}
+std::vector<uint8_t> Bytes(Device& d, const DeviceTensor& t) {
+  std::vector<uint8_t> v(t.bytes());
+  d.Download(t, v.data());
+  return v;
+}
+
+// The attention ops of one step with the FP8 KV cache (LayerKvCache::fp8_kv) at the real
+// shapes, GPU against the CPU twins: QkNormRopeToCache quantizing this step's K and V into their
+// slots (V bit for bit: both quantize the same bf16 values; K within rounding of the norm and
+// rotation, so a code may differ by one step), then PagedAttention, BlockSparseAttention over
+// the GPU's selection, and MsaAttention on the GPU equal to its unfused ops bit for bit.
+void CheckPagedAttentionOpsFp8(const std::vector<std::pair<int32_t, int32_t>>& seqs) {
+  Backends& b = Both();
+  const int64_t Hq = 64, Hkv = 4, D = 128, rot = 64, Hi = 4, Di = 128, B = 128, topk = 16;
+  PagedStep st = MakeStep(seqs, rot);
+  const int64_t rows = st.batch.num_rows(), P = st.num_pages, ps = st.page_size;
+  engine::backend::StepMetadata mc = b.cpu->PrepareStep(st.batch, ps, st.cos, st.sin, rot);
+  engine::backend::StepMetadata mg = b.gpu->PrepareStep(st.batch, ps, st.cos, st.sin, rot);
+  Fp8Twin k = Fp8Cache(Random(P * ps * Hkv * D, 41), P, ps, Hkv, D);
+  Fp8Twin v = Fp8Cache(Random(P * ps * Hkv * D, 42), P, ps, Hkv, D);
+  Twin ik = Act(Random(P * ps * Di, 43), {P, ps, Di});
+  engine::backend::LayerKvCache cc{k.codes.cpu, v.codes.cpu,  ik.cpu,      {},
+                                   {},          k.scales.cpu, v.scales.cpu};
+  engine::backend::LayerKvCache cg{k.codes.gpu, v.codes.gpu,  ik.gpu,      {},
+                                   {},          k.scales.gpu, v.scales.gpu};
+  REQUIRE(cc.fp8_kv());
+  REQUIRE(cg.fp8_kv());
+  engine::backend::QkvLayout layout{Hq, Hkv, D, rot, Hi, Di, rot, 1e-6f};
+  Twin qkv = Act(Random(rows * layout.width(), 44, 2.0f), {rows, layout.width()});
+  Twin qn = Weight(Random(D, 45, 0.5f), {D}), kn = Weight(Random(D, 46, 0.5f), {D});
+  Twin iqn = Weight(Random(Di, 47, 0.5f), {Di}), ikn = Weight(Random(Di, 48, 0.5f), {Di});
+  Twin q = Act(std::vector<float>(rows * Hq * D), {rows, Hq, D});
+  Twin iq = Act(std::vector<float>(rows * Hi * Di), {rows, Hi, Di});
+  b.cpu_ops->QkNormRopeToCache(qkv.cpu, layout, {qn.cpu, kn.cpu, iqn.cpu, ikn.cpu}, mc, q.cpu,
+                               &iq.cpu, cc);
+  b.gpu_ops->QkNormRopeToCache(qkv.gpu, layout, {qn.gpu, kn.gpu, iqn.gpu, ikn.gpu}, mg, q.gpu,
+                               &iq.gpu, cg);
+  CHECK(Compare("FP8 KV: QkNormRope q", q) < kTol);
+  CHECK(Compare("FP8 KV: QkNormRope index k pages", ik) < kTol);
+  const double k_err = RelativeL2(Dequantized(*b.gpu, k.codes.gpu, k.scales.gpu),
+                                  Dequantized(*b.cpu, k.codes.cpu, k.scales.cpu));
+  std::printf("  %-44s rel L2 %.3e\n", "FP8 KV: QkNormRope k pages (dequantized)", k_err);
+  CHECK(k_err < kTol);
+  CHECK(Bytes(*b.gpu, v.codes.gpu) == Bytes(*b.cpu, v.codes.cpu));
+  CHECK(Bytes(*b.gpu, v.scales.gpu) == Bytes(*b.cpu, v.scales.cpu));
+  // From here both sides read the GPU's q / index q / caches: the attention kernels alone.
+  for (Twin* t : {&q, &iq, &ik}) {
+    std::vector<float> g = Get(*b.gpu, t->gpu);
+    b.cpu->Upload(g.data(), t->cpu);
+  }
+  for (Twin* t : {&k.codes, &k.scales, &v.codes, &v.scales})
+    b.cpu->Upload(Bytes(*b.gpu, t->gpu).data(), t->cpu);
+
+  engine::backend::AttentionShape shape{Hq, Hkv, D, static_cast<float>(1.0 / std::sqrt(128.0))};
+  Twin att = Act(std::vector<float>(rows * Hq * D), {rows, Hq * D});
+  b.cpu_ops->PagedAttention(q.cpu, cc, mc, shape, att.cpu);
+  b.gpu_ops->PagedAttention(q.gpu, cg, mg, shape, att.gpu);
+  CHECK(Compare("FP8 KV: PagedAttention", att) < kTol);
+
+  engine::backend::MsaParams msa{Hi, Di, B, topk, 1};
+  Twin sel = Ints(std::vector<int32_t>(Hi * rows * topk, -7), {Hi, rows, topk});
+  b.gpu_ops->MsaSelectBlocks(iq.gpu, cg, mg, msa, sel.gpu);
+  const std::vector<int32_t> sg = GetInts(*b.gpu, sel.gpu);
+  b.cpu->Upload(sg.data(), sel.cpu);
+  b.cpu_ops->BlockSparseAttention(q.cpu, cc, mc, shape, sel.cpu, topk, B, att.cpu);
+  b.gpu_ops->BlockSparseAttention(q.gpu, cg, mg, shape, sel.gpu, topk, B, att.gpu);
+  CHECK(Compare("FP8 KV: BlockSparseAttention (top-16 of 128)", att) < kTol);
+
+  const std::vector<float> unfused = Get(*b.gpu, att.gpu);
+  b.gpu->Upload(std::vector<int32_t>(Hi * rows * topk, -7).data(), sel.gpu);
+  b.gpu->Upload(std::vector<float>(rows * Hq * D, 0.0f).data(), att.gpu);
+  b.gpu_ops->MsaAttention(q.gpu, iq.gpu, cg, mg, msa, shape, sel.gpu, att.gpu);
+  CHECK(GetInts(*b.gpu, sel.gpu) == sg);
+  CHECK(Get(*b.gpu, att.gpu) == unfused);
+}
+
+TEST_CASE("FP8 KV cache: paged decoder attention ops match the CPU twins at 32K context") {
+  CheckPagedAttentionOpsFp8({{32767, 1}, {5000, 1}, {3000, 64}, {0, 300}});
+}
+
+TEST_CASE("FP8 KV cache: the ops of a decode step match the CPU twins") {
+  // Few decodes: MsaAttention selects inside the attention kernel (its cluster plan).
+  CheckPagedAttentionOpsFp8({{32767, 1}, {5000, 1}});
 }
 
 TEST_CASE("paged decoder attention ops match the CPU twins at 32K context") {

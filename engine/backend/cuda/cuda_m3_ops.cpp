@@ -8,6 +8,7 @@
 #include "engine/backend/cuda/cuda_checks.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gelu.cuh"
+#include "kernels/cuda/kv_cache_fp8.cuh"
 #include "kernels/cuda/layer_norm.cuh"
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/cuda/moe_experts.cuh"
@@ -34,6 +35,20 @@ const DeviceTensor& Dense(const LinearWeight& w, const char* op) {
           std::string(op) + ": " + std::string(WeightFormatName(w.format)) +
               " weights on the CUDA backend");
   return w.w;
+}
+
+// The K/V pages of a layer's cache as the attention kernels take them: bf16, or FP8 codes and
+// scales (LayerKvCache::fp8_kv), their dtypes checked.
+k::KvPages KvOf(const LayerKvCache& c) {
+  if (!c.fp8_kv()) {
+    Check(c.k.dtype == DType::kBF16 && c.v.dtype == DType::kBF16, "KV cache dtypes");
+    return k::Bf16Kv(c.k.data<bf16>(), c.v.data<bf16>());
+  }
+  Check(c.k.dtype == DType::kU8 && c.v.dtype == DType::kU8 && c.k_scales.dtype == DType::kF32 &&
+            c.v_scales.dtype == DType::kF32,
+        "FP8 KV cache dtypes");
+  return k::Fp8Kv(c.k.data<uint8_t>(), c.v.data<uint8_t>(), c.k_scales.data<float>(),
+                  c.v_scales.data<float>());
 }
 
 k::PagedLayout Layout(const StepMetadata& m) {
@@ -155,9 +170,11 @@ class CudaM3Ops final : public M3Ops {
     const bool idx = l.index_heads > 0;
     Check(!idx || (index_q_out && (cache.index_k || cache.fp8_index())),
           "QkNormRopeToCache: index outputs");
-    Check(qkv.dtype == DType::kBF16 && q_out.dtype == DType::kBF16 &&
-              cache.k.dtype == DType::kBF16 && cache.v.dtype == DType::kBF16,
-          "QkNormRopeToCache dtypes");
+    const k::KvPages kv = KvOf(cache);
+    Check(qkv.dtype == DType::kBF16 && q_out.dtype == DType::kBF16, "QkNormRopeToCache dtypes");
+    Check(!kv.fp8() || (cache.k_scales.numel() * l.head_dim == cache.k.numel() &&
+                        cache.v_scales.numel() * l.head_dim == cache.v.numel()),
+          "QkNormRopeToCache: FP8 KV cache shapes");
     k::QkNormRopeDims d{l.q_heads,     l.kv_heads,       l.head_dim,         l.rotary_dim,
                         l.index_heads, l.index_head_dim, l.index_rotary_dim, l.eps};
     k::QkNormWeightsPtr p{w.q_norm.data<float>(), w.k_norm.data<float>(),
@@ -174,10 +191,19 @@ class CudaM3Ops final : public M3Ops {
     else if (idx)
       index_k = cache.index_k.data<bf16>();
     Run("QkNormRopeToCache", [&] {
-      k::QkNormRopeToPages(qkv.data<bf16>(), m.rows, d, p, m.rope_cos.data<float>(),
-                           m.rope_sin.data<float>(), m.slot_mapping.data<int64_t>(),
-                           q_out.data<bf16>(), idx ? index_q_out->data<bf16>() : nullptr,
-                           cache.k.data<bf16>(), cache.v.data<bf16>(), index_k, S());
+      if (kv.fp8())
+        k::QkNormRopeToPages(
+            qkv.data<bf16>(), m.rows, d, p, m.rope_cos.data<float>(), m.rope_sin.data<float>(),
+            m.slot_mapping.data<int64_t>(), q_out.data<bf16>(),
+            idx ? index_q_out->data<bf16>() : nullptr,
+            k::Fp8KvOut{cache.k.data<uint8_t>(), cache.v.data<uint8_t>(),
+                        cache.k_scales.data<float>(), cache.v_scales.data<float>()},
+            index_k, S());
+      else
+        k::QkNormRopeToPages(qkv.data<bf16>(), m.rows, d, p, m.rope_cos.data<float>(),
+                             m.rope_sin.data<float>(), m.slot_mapping.data<int64_t>(),
+                             q_out.data<bf16>(), idx ? index_q_out->data<bf16>() : nullptr,
+                             cache.k.data<bf16>(), cache.v.data<bf16>(), index_k, S());
       if (fp8)
         k::QuantizeIndexKeyRowsFp8(
             index_k, m.rows, l.index_head_dim, m.slot_mapping.data<int64_t>(),
@@ -186,16 +212,14 @@ class CudaM3Ops final : public M3Ops {
   }
   void PagedAttention(const DeviceTensor& q, const LayerKvCache& cache, const StepMetadata& m,
                       const AttentionShape& s, const DeviceTensor& out) override {
-    Check(q.dtype == DType::kBF16 && out.dtype == DType::kBF16 && cache.k.dtype == DType::kBF16,
-          "PagedAttention dtypes");
+    Check(q.dtype == DType::kBF16 && out.dtype == DType::kBF16, "PagedAttention dtypes");
+    const k::KvPages kv = KvOf(cache);
     k::AttentionDims dims{s.q_heads, s.kv_heads, s.head_dim, s.scale};
     const k::PagedLayout layout = Layout(m);
     const size_t bytes = k::PagedAttentionWorkspaceBytes(layout, dims, 0);
     const k::AttentionWorkspace ws{OpScratch(bytes), bytes};
-    Run("PagedAttention", [&] {
-      k::PagedAttention(q.data<bf16>(), cache.k.data<bf16>(), cache.v.data<bf16>(), layout, dims,
-                        out.data<bf16>(), S(), ws);
-    });
+    Run("PagedAttention",
+        [&] { k::PagedAttention(q.data<bf16>(), kv, layout, dims, out.data<bf16>(), S(), ws); });
   }
   // The index keys of an MSA layer's cache (bf16 or FP8), its tensors' dtypes checked.
   static k::IndexKeys IndexKeysOf(const DeviceTensor& index_q, const LayerKvCache& cache,
@@ -232,8 +256,8 @@ class CudaM3Ops final : public M3Ops {
                     const StepMetadata& m, const MsaParams& p, const AttentionShape& s,
                     const DeviceTensor& selected, const DeviceTensor& out) override {
     const k::IndexKeys keys = IndexKeysOf(index_q, cache, m, p, selected);
-    Check(q.dtype == DType::kBF16 && out.dtype == DType::kBF16 && cache.k.dtype == DType::kBF16,
-          "MsaAttention dtypes");
+    Check(q.dtype == DType::kBF16 && out.dtype == DType::kBF16, "MsaAttention dtypes");
+    const k::KvPages kv = KvOf(cache);
     const k::IndexerParams ip = IndexerParamsOf(p);
     const k::AttentionDims dims{s.q_heads, s.kv_heads, s.head_dim, s.scale};
     const k::PagedLayout layout = Layout(m);
@@ -243,9 +267,9 @@ class CudaM3Ops final : public M3Ops {
     auto* ws = static_cast<unsigned char*>(OpScratch(index_bytes + attn_bytes));
     const k::AttentionWorkspace attn_ws{attn_bytes > 0 ? ws + index_bytes : nullptr, attn_bytes};
     Run("MsaAttention", [&] {
-      k::PagedMsaAttention(q.data<bf16>(), cache.k.data<bf16>(), cache.v.data<bf16>(),
-                           index_q.data<bf16>(), keys, layout, dims, ip, m.max_seq_len, ws,
-                           index_bytes, selected.data<int32_t>(), out.data<bf16>(), S(), attn_ws);
+      k::PagedMsaAttention(q.data<bf16>(), kv, index_q.data<bf16>(), keys, layout, dims, ip,
+                           m.max_seq_len, ws, index_bytes, selected.data<int32_t>(),
+                           out.data<bf16>(), S(), attn_ws);
     });
   }
   void BlockSparseAttention(const DeviceTensor& q, const LayerKvCache& cache, const StepMetadata& m,
@@ -253,14 +277,14 @@ class CudaM3Ops final : public M3Ops {
                             int64_t block_size, const DeviceTensor& out) override {
     Check(q.dtype == DType::kBF16 && out.dtype == DType::kBF16 && selected.dtype == DType::kI32,
           "BlockSparseAttention dtypes");
+    const k::KvPages kv = KvOf(cache);
     k::AttentionDims dims{s.q_heads, s.kv_heads, s.head_dim, s.scale};
     const k::PagedLayout layout = Layout(m);
     const size_t bytes = k::PagedAttentionWorkspaceBytes(layout, dims, topk);
     const k::AttentionWorkspace ws{OpScratch(bytes), bytes};
     Run("BlockSparseAttention", [&] {
-      k::PagedBlockSparseAttention(q.data<bf16>(), cache.k.data<bf16>(), cache.v.data<bf16>(),
-                                   layout, dims, selected.data<int32_t>(), topk, block_size,
-                                   out.data<bf16>(), S(), ws);
+      k::PagedBlockSparseAttention(q.data<bf16>(), kv, layout, dims, selected.data<int32_t>(), topk,
+                                   block_size, out.data<bf16>(), S(), ws);
     });
   }
 
