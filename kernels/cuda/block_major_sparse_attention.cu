@@ -31,7 +31,8 @@ size_t BlockSmem(int64_t head_dim, int64_t block_size) {
 
 struct Pass {
   const bf16* q;
-  KvPages kv;
+  const void* k;  // bf16 values, or FP8 codes (k_scales set)
+  const void* v;
   PagedLayout layout;
   AttentionDims dims;
   const int32_t* selected;
@@ -49,6 +50,8 @@ struct Pass {
   bf16* part;          // [entries, G, D]
   float* lse;          // [entries, G], log2 domain
   bf16* out;
+  const float* k_scales;  // FP8 pages' scales (KvPages)
+  const float* v_scales;
 
   __host__ __device__ int64_t Buckets() const { return dims.num_kv_heads * nseq * nblk; }
   __host__ __device__ int64_t Entries() const { return dims.num_kv_heads * nrows * topk; }
@@ -178,19 +181,29 @@ __global__ void __launch_bounds__(kWarps * 32) AttendKernel(Pass p) {
   bf16* sk = reinterpret_cast<bf16*>(smem_raw);
   bf16* sv = sk + nsub * kBN * D;
   constexpr int kChunks = D / 8;
-  const attn::GroupKv<kFp8> kv(p.kv, g, hkv, D);
+  const int64_t stride = hkv * D;
+  const bf16* kg = static_cast<const bf16*>(p.k) + g * D;
+  const bf16* vg = static_cast<const bf16*>(p.v) + g * D;
+  const attn::Fp8GroupKv fp8(p.k, p.v, p.k_scales, p.v_scales, g, hkv, D);
   for (int i = threadIdx.x; i < nsub * kBN * kChunks; i += kWarps * 32) {
     const int key = i / kChunks, ch = i % kChunks;
     const int64_t j = j0 + key;
     const bool ok = j < j1;
-    const int o = attn::TileOffset<D>(key, ch);
-    kv.Stage(sk + o, sv + o, ok ? p.layout.Slot(s, j) : 0, ch, ok);
+    if constexpr (kFp8) {
+      const int o = attn::TileOffset<D>(key, ch);
+      fp8.Stage(sk + o, sv + o, ok ? p.layout.Slot(s, j) : 0, ch, ok);
+    } else {
+      const int64_t off = ok ? p.layout.Slot(s, j) * stride + ch * 8 : 0;
+      attn::CpAsync16(sk + attn::TileOffset<D>(key, ch), kg + off, ok);
+      attn::CpAsync16(sv + attn::TileOffset<D>(key, ch), vg + off, ok);
+    }
   }
   __shared__ int32_t chunk_rows[kWarps * kItemsPerWarp * 16];
   for (int i = threadIdx.x; i < n_here; i += kWarps * 32) chunk_rows[i] = p.list[first + i];
   attn::CpAsyncCommit();
   attn::CpAsyncWait<0>();
-  attn::FinishKvTiles<kFp8, D>(sk, sv, static_cast<int>(threadIdx.x), kWarps * 32, nsub * kBN);
+  if constexpr (kFp8)
+    attn::DequantTiles<D>(sk, sv, static_cast<int>(threadIdx.x), kWarps * 32, nsub * kBN);
   __syncthreads();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g8 = lane >> 2;
@@ -340,7 +353,10 @@ bool BlockMajorSparseAttention(const bf16* q, const KvPages& kv, const PagedLayo
   const int64_t hkv = dims.num_kv_heads, G = dims.num_q_heads / hkv, D = dims.head_dim;
   Pass p{};
   p.q = q;
-  p.kv = kv;
+  p.k = kv.k;
+  p.v = kv.v;
+  p.k_scales = kv.k_scales;
+  p.v_scales = kv.v_scales;
   p.layout = layout;
   p.dims = dims;
   p.selected = selected;

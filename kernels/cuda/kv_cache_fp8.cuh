@@ -1,13 +1,14 @@
 // The FP8 (e4m3) KV cache on the GPU, the twin of kernels/cpu/kv_cache_fp8.h: K and V pages hold
 // e4m3 codes [slots, kv_heads, head_dim] of x / scale with one float32 scale per (slot, kv head),
 // [slots, kv_heads] (scale = max|x| / 448, 1 for an all-zero vector; round to nearest even,
-// saturated), written by QkNormRopeToPages (qk_norm_rope.cuh). The attention kernels take their
-// pages as KvPages (bf16 or FP8) and are instantiated for each: an FP8 kernel stages a tile's
-// codes and scales into the bf16 tile's place with cp.async (8 bytes of codes and the 4-byte
-// scale in each 16-byte chunk slot), then after the copy's wait each thread turns the chunks it
-// staged into bf16 (code * scale in f32, rounded to bf16), and the tile runs through the same
-// tensor-core code as a bf16 one: half the K/V bytes read, the same accumulation in f32. The
-// bf16 instantiations stage as before, with nothing added.
+// saturated), written by QkNormRopeToPages (qk_norm_rope.cuh). The attention entry points take
+// their pages as KvPages (bf16 or FP8) and launch a kernel instantiation for each: an FP8 one
+// stages a tile's codes and scales into the bf16 tile's place with cp.async (8 bytes of codes
+// and the 4-byte scale in each 16-byte chunk slot, Fp8GroupKv), then after the copy's wait each
+// thread turns the chunks it staged into bf16 (code * scale in f32, rounded to bf16;
+// DequantTiles), and the tile runs through the same tensor-core code as a bf16 one: half the
+// K/V bytes read, the same accumulation in f32. The bf16 instantiations are the kernels as they
+// were (the FP8 steps are `if constexpr`), so their code and speed do not change.
 #pragma once
 
 #include <cstdint>
@@ -89,42 +90,25 @@ __device__ __forceinline__ void DequantChunk(bf16* chunk) {
   *reinterpret_cast<uint4*>(chunk) = o;
 }
 
-// One KV group's K/V pages as a kernel stages them into shared tiles; kFp8 picks the storage.
-template <bool kFp8>
-struct GroupKv;
-
-template <>
-struct GroupKv<false> {
-  const bf16* k;  // the group's first channel
-  const bf16* v;
-  int64_t stride;  // kv_heads * head_dim
-  __device__ __forceinline__ GroupKv(const KvPages& p, int64_t g, int64_t hkv, int64_t dim)
-      : k(static_cast<const bf16*>(p.k) + g * dim),
-        v(static_cast<const bf16*>(p.v) + g * dim),
-        stride(hkv * dim) {}
-  // Chunk `ch` (8 channels) of the key at `slot` into the 16-byte tile slots sk / sv.
-  __device__ __forceinline__ void Stage(bf16* sk, bf16* sv, int64_t slot, int ch, bool ok) const {
-    const int64_t off = ok ? slot * stride + ch * 8 : 0;
-    CpAsync16(sk, k + off, ok);
-    CpAsync16(sv, v + off, ok);
-  }
-};
-
-template <>
-struct GroupKv<true> {
-  const uint8_t* k;
+// One KV group's FP8 pages as a kernel stages them into its shared tiles.
+struct Fp8GroupKv {
+  const uint8_t* k;  // the group's first channel
   const uint8_t* v;
   const float* k_scale;  // the group's scale of slot 0
   const float* v_scale;
-  int64_t stride;
+  int64_t stride;  // kv_heads * head_dim
   int64_t hkv;
-  __device__ __forceinline__ GroupKv(const KvPages& p, int64_t g, int64_t heads, int64_t dim)
-      : k(static_cast<const uint8_t*>(p.k) + g * dim),
-        v(static_cast<const uint8_t*>(p.v) + g * dim),
-        k_scale(p.k_scales + g),
-        v_scale(p.v_scales + g),
+  __device__ __forceinline__ Fp8GroupKv(const void* k_pages, const void* v_pages,
+                                        const float* k_scales, const float* v_scales, int64_t g,
+                                        int64_t heads, int64_t dim)
+      : k(static_cast<const uint8_t*>(k_pages) + g * dim),
+        v(static_cast<const uint8_t*>(v_pages) + g * dim),
+        k_scale(k_scales + g),
+        v_scale(v_scales + g),
         stride(heads * dim),
         hkv(heads) {}
+  // Chunk `ch` (8 channels) of the key at `slot` into the 16-byte tile slots sk / sv: its codes
+  // in the first 8 bytes, the key's scale in the next 4 (zeros when !ok).
   __device__ __forceinline__ void Stage(bf16* sk, bf16* sv, int64_t slot, int ch, bool ok) const {
     const int64_t off = ok ? slot * stride + ch * 8 : 0, at = ok ? slot * hkv : 0;
     CpAsync8(sk, k + off, ok);
@@ -137,16 +121,14 @@ struct GroupKv<true> {
 // After the wait for a stage's copies and before the barrier that publishes its tiles: the
 // chunks this thread staged (indices first, first + step, ... below keys * D / 8, chunk i being
 // channels (i % (D / 8)) * 8.. of key i / (D / 8), as the staging loops number them) turned
-// into bf16. Nothing for bf16 tiles.
-template <bool kFp8, int D>
-__device__ __forceinline__ void FinishKvTiles(bf16* sk, bf16* sv, int first, int step, int keys) {
-  if constexpr (kFp8) {
-    constexpr int kChunks = D / 8;
-    for (int i = first; i < keys * kChunks; i += step) {
-      const int off = TileOffset<D>(i / kChunks, i % kChunks);
-      DequantChunk(sk + off);
-      DequantChunk(sv + off);
-    }
+// into bf16.
+template <int D>
+__device__ __forceinline__ void DequantTiles(bf16* sk, bf16* sv, int first, int step, int keys) {
+  constexpr int kChunks = D / 8;
+  for (int i = first; i < keys * kChunks; i += step) {
+    const int off = TileOffset<D>(i / kChunks, i % kChunks);
+    DequantChunk(sk + off);
+    DequantChunk(sv + off);
   }
 }
 

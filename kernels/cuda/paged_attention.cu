@@ -60,13 +60,17 @@ __device__ __forceinline__ void AttendKey(WarpHead& h, const void* k, const void
 
 struct Args {
   const bf16* q;
-  KvPages kv;
+  const void* k;  // bf16 values, or FP8 codes (k_scales set)
+  const void* v;
   PagedLayout layout;
   AttentionDims dims;
   const int32_t* selected;  // null: dense causal
   int64_t topk;
   int64_t block_size;
   bf16* out;
+  const float* k_scales;  // FP8 pages' scales (KvPages)
+  const float* v_scales;
+  KvPages kv() const { return {k, v, k_scales, v_scales}; }
 };
 
 template <bool kFp8>
@@ -91,13 +95,13 @@ __global__ void PagedAttentionKernel(Args a) {
     for (int64_t j = b; j < e; ++j) {
       const int64_t slot = a.layout.Slot(s, j), off = slot * stride + g * D;
       if constexpr (kFp8) {
-        const auto* k = static_cast<const uint8_t*>(a.kv.k);
-        const auto* v = static_cast<const uint8_t*>(a.kv.v);
-        AttendKey<true>(w, k + off, v + off, a.kv.k_scales[slot * hkv + g],
-                        a.kv.v_scales[slot * hkv + g], D, a.dims.scale, lane);
+        const auto* k = static_cast<const uint8_t*>(a.k);
+        const auto* v = static_cast<const uint8_t*>(a.v);
+        AttendKey<true>(w, k + off, v + off, a.k_scales[slot * hkv + g], a.v_scales[slot * hkv + g],
+                        D, a.dims.scale, lane);
       } else {
-        const auto* k = static_cast<const bf16*>(a.kv.k);
-        const auto* v = static_cast<const bf16*>(a.kv.v);
+        const auto* k = static_cast<const bf16*>(a.k);
+        const auto* v = static_cast<const bf16*>(a.v);
         AttendKey<false>(w, k + off, v + off, 1.0f, 1.0f, D, a.dims.scale, lane);
       }
     }
@@ -131,7 +135,7 @@ void Launch(const Args& a, cudaStream_t stream) {
   if (a.dims.head_dim > 32 * kMaxPerLane)
     throw std::runtime_error("paged attention: head_dim above 256 is not supported");
   const int64_t warps = a.layout.rows * a.dims.num_q_heads;
-  if (a.kv.fp8())
+  if (a.kv().fp8())
     PagedAttentionKernel<true><<<Blocks(warps, kWarps), kWarps * 32, 0, stream>>>(a);
   else
     PagedAttentionKernel<false><<<Blocks(warps, kWarps), kWarps * 32, 0, stream>>>(a);
@@ -185,15 +189,15 @@ void Dispatch(const Args& a, AttentionWorkspace ws, cudaStream_t stream) {
         throw std::runtime_error("paged attention: no memory for " + std::to_string(need) +
                                  " bytes of split-K partials");
     }
-    PagedDecodeAttention(a.q, a.kv, a.layout, decodes, a.dims, a.selected, a.topk, a.block_size,
+    PagedDecodeAttention(a.q, a.kv(), a.layout, decodes, a.dims, a.selected, a.topk, a.block_size,
                          plan, static_cast<float*>(scratch), a.out, stream);
     if (need > 0 && ws.data == nullptr) cudaFreeAsync(scratch, stream);
   }
   if (UseBlockMajor(a, decodes) &&
-      BlockMajorSparseAttention(a.q, a.kv, a.layout, decodes, a.dims, a.selected, a.topk,
+      BlockMajorSparseAttention(a.q, a.kv(), a.layout, decodes, a.dims, a.selected, a.topk,
                                 a.block_size, a.out, stream))
     return;
-  PagedPrefillAttention(a.q, a.kv, a.layout, decodes, a.dims, a.selected, a.topk, a.block_size,
+  PagedPrefillAttention(a.q, a.kv(), a.layout, decodes, a.dims, a.selected, a.topk, a.block_size,
                         a.out, stream);
 }
 
@@ -201,7 +205,8 @@ void Dispatch(const Args& a, AttentionWorkspace ws, cudaStream_t stream) {
 
 size_t PagedAttentionWorkspaceBytes(const PagedLayout& layout, const AttentionDims& dims,
                                     int64_t topk) {
-  const Args a{nullptr, {}, layout, dims, nullptr, topk, 0, nullptr};
+  const Args a{nullptr, nullptr, nullptr, layout,  dims,   nullptr,
+               topk,    0,       nullptr, nullptr, nullptr};
   const int64_t decodes = FastDecodes(a);
   if (decodes <= 0) return 0;
   return DecodeWorkspaceBytes(Plan(layout, dims, topk), decodes, dims);
@@ -210,7 +215,8 @@ size_t PagedAttentionWorkspaceBytes(const PagedLayout& layout, const AttentionDi
 void PagedAttention(const bf16* q, const KvPages& kv, const PagedLayout& layout,
                     const AttentionDims& dims, bf16* out, cudaStream_t stream,
                     AttentionWorkspace workspace) {
-  Dispatch({q, kv, layout, dims, nullptr, 0, 0, out}, workspace, stream);
+  Dispatch({q, kv.k, kv.v, layout, dims, nullptr, 0, 0, out, kv.k_scales, kv.v_scales}, workspace,
+           stream);
   CheckLaunch("PagedAttention");
 }
 
@@ -218,7 +224,8 @@ void PagedBlockSparseAttention(const bf16* q, const KvPages& kv, const PagedLayo
                                const AttentionDims& dims, const int32_t* selected, int64_t topk,
                                int64_t block_size, bf16* out, cudaStream_t stream,
                                AttentionWorkspace workspace) {
-  Dispatch({q, kv, layout, dims, selected, topk, block_size, out}, workspace, stream);
+  Dispatch({q, kv.k, kv.v, layout, dims, selected, topk, block_size, out, kv.k_scales, kv.v_scales},
+           workspace, stream);
   CheckLaunch("PagedBlockSparseAttention");
 }
 
@@ -226,7 +233,8 @@ bool PagedMsaDecodeAttention(const bf16* q, const KvPages& kv, const PagedLayout
                              const AttentionDims& dims, const float* scores, int64_t max_blocks,
                              int64_t local_blocks, int64_t topk, int64_t block_size,
                              int32_t* selected, bf16* out, cudaStream_t stream) {
-  const Args a{q, kv, layout, dims, selected, topk, block_size, out};
+  const Args a{q,    kv.k,       kv.v, layout,      dims,       selected,
+               topk, block_size, out,  kv.k_scales, kv.v_scales};
   if (layout.rows <= 0 || topk <= 0 || block_size <= 0 || !UseFastPaths(a) ||
       FastDecodes(a) != layout.rows)
     return false;
@@ -242,7 +250,8 @@ bool PagedMsaDecodeAttention(const bf16* q, const KvPages& kv, const PagedLayout
 void PagedAttentionReference(const bf16* q, const KvPages& kv, const PagedLayout& layout,
                              const AttentionDims& dims, const int32_t* selected, int64_t topk,
                              int64_t block_size, bf16* out, cudaStream_t stream) {
-  Launch({q, kv, layout, dims, selected, topk, block_size, out}, stream);
+  Launch({q, kv.k, kv.v, layout, dims, selected, topk, block_size, out, kv.k_scales, kv.v_scales},
+         stream);
   CheckLaunch("PagedAttentionReference");
 }
 

@@ -63,7 +63,8 @@ int64_t SelectKeyCapacity(int64_t head_dim) {
 
 struct Args {
   const bf16* q;
-  KvPages kv;
+  const void* k;  // bf16 values, or FP8 codes (k_scales set)
+  const void* v;
   PagedLayout layout;
   AttentionDims dims;
   const int32_t* selected;  // null: dense
@@ -81,6 +82,8 @@ struct Args {
   float* part;  // [num_decodes, q_heads, splits, D] unnormalized outputs
   float* ml;    // [num_decodes, q_heads, splits, 2] (max in log2 units, sum)
   bf16* out;
+  const float* k_scales;  // FP8 pages' scales (KvPages)
+  const float* v_scales;
 };
 
 // Shared floats of the merge: the warps' outputs and (max, sum), per head the warps' weights,
@@ -175,7 +178,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
   };
 
   bf16* tiles = reinterpret_cast<bf16*>(smem_raw) + warp * kStages * 2 * kBN * D;
-  const attn::GroupKv<kFp8> kv(a.kv, g, hkv, D);
+  const int64_t stride = hkv * D;
+  const bf16* kg = static_cast<const bf16*>(a.k) + g * D;
+  const bf16* vg = static_cast<const bf16*>(a.v) + g * D;
+  const attn::Fp8GroupKv fp8(a.k, a.v, a.k_scales, a.v_scales, g, hkv, D);
   auto load = [&](int64_t j0, int st) {
     bf16* sk = tiles + st * 2 * kBN * D;
     bf16* sv = sk + kBN * D;
@@ -187,8 +193,15 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     for (int i = lane; i < kBN * kChunks; i += 32) {
       const int key = i / kChunks, ch = i % kChunks;
       const int64_t slot = __shfl_sync(0xffffffffu, mine, key);
-      const int o = attn::TileOffset<D>(key, ch);
-      kv.Stage(sk + o, sv + o, slot, ch, slot >= 0);
+      if constexpr (kFp8) {
+        const int o = attn::TileOffset<D>(key, ch);
+        fp8.Stage(sk + o, sv + o, slot, ch, slot >= 0);
+      } else {
+        const bool ok = slot >= 0;
+        const int64_t off = ok ? slot * stride + ch * 8 : 0;
+        attn::CpAsync16(sk + attn::TileOffset<D>(key, ch), kg + off, ok);
+        attn::CpAsync16(sv + attn::TileOffset<D>(key, ch), vg + off, ok);
+      }
     }
   };
   // kStages - 1 tiles in flight while one is consumed.
@@ -204,10 +217,13 @@ __global__ void __launch_bounds__(kWarps * 32, 2) DecodeKernel(Args a) {
     if (ahead < hi) load(ahead, st == 0 ? kStages - 1 : st - 1);
     attn::CpAsyncCommit();
     attn::CpAsyncWait<kStages - 1>();
-    bf16* sk = tiles + st * 2 * kBN * D;
-    attn::FinishKvTiles<kFp8, D>(sk, sk + kBN * D, lane, 32, kBN);
+    if constexpr (kFp8) {
+      bf16* staged = tiles + st * 2 * kBN * D;
+      attn::DequantTiles<D>(staged, staged + kBN * D, lane, 32, kBN);
+    }
     __syncwarp();
     const uint32_t live = __ballot_sync(0xffffffffu, lane < kBN && key_of(j0 + lane) >= 0);
+    const bf16* sk = tiles + st * 2 * kBN * D;
     attn::AttendTile<D, kBN>(
         w, sk, sk + kBN * D, a.scale_log2, [&](int, int key) { return (live >> key) & 1u; }, lane);
     __syncwarp();
@@ -588,7 +604,8 @@ void PagedDecodeAttention(const bf16* q, const KvPages& kv, const PagedLayout& l
   }
   const int64_t parts = num_decodes * dims.num_q_heads * p.splits;
   Args a{q,
-         kv,
+         kv.k,
+         kv.v,
          layout,
          dims,
          selected,
@@ -603,7 +620,9 @@ void PagedDecodeAttention(const bf16* q, const KvPages& kv, const PagedLayout& l
          dims.scale * attn::kLog2e,
          workspace,
          workspace ? workspace + parts * dims.head_dim : nullptr,
-         out};
+         out,
+         kv.k_scales,
+         kv.v_scales};
   const int cluster = static_cast<int>(p.cluster);
   if (dims.head_dim == 128)
     kv.fp8() ? Launch<128, true>(a, num_decodes, cluster, stream)

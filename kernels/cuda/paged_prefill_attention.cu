@@ -26,7 +26,8 @@ __host__ __device__ constexpr size_t TileBytes() {
 
 struct Args {
   const bf16* q;
-  KvPages kv;
+  const void* k;  // bf16 values, or FP8 codes (k_scales set)
+  const void* v;
   PagedLayout layout;
   AttentionDims dims;
   const int32_t* selected;  // null: dense
@@ -36,6 +37,8 @@ struct Args {
   int rows_per_warp;
   float scale_log2;
   bf16* out;
+  const float* k_scales;  // FP8 pages' scales (KvPages)
+  const float* v_scales;
 };
 
 // kFp8: FP8 K/V pages (kv_cache_fp8.cuh).
@@ -79,7 +82,10 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
   attn::WarpState<D> w;
   attn::InitState<D>(w, qp[0], qp[1], lane);
 
-  const attn::GroupKv<kFp8> kv(a.kv, g, hkv, D);
+  const int64_t stride = hkv * D;
+  const bf16* kg = static_cast<const bf16*>(a.k) + g * D;
+  const bf16* vg = static_cast<const bf16*>(a.v) + g * D;
+  const attn::Fp8GroupKv fp8(a.k, a.v, a.k_scales, a.v_scales, g, hkv, D);
   const int64_t bs = a.block_size;
   const int64_t nsub = sparse ? (bs + kBN - 1) / kBN : 1;
   const int64_t s_first = a.layout.SeqOf(r0), s_last = a.layout.SeqOf(r1 - 1);
@@ -179,8 +185,15 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
         const int pass = (i - threadIdx.x) / (kWarps * 32);
         const int64_t slot = __shfl_sync(0xffffffffu, mine, pass * (32 / kChunks) + lane / kChunks);
         const int64_t j = j0 + key;
-        const int o = attn::TileOffset<D>(key, ch);
-        kv.Stage(sk + o, sv + o, slot, ch, j < j1);
+        const bool ok = j < j1;
+        if constexpr (kFp8) {
+          const int o = attn::TileOffset<D>(key, ch);
+          fp8.Stage(sk + o, sv + o, slot, ch, ok);
+        } else {
+          const int64_t off = ok ? slot * stride + ch * 8 : 0;
+          attn::CpAsync16(sk + attn::TileOffset<D>(key, ch), kg + off, ok);
+          attn::CpAsync16(sv + attn::TileOffset<D>(key, ch), vg + off, ok);
+        }
       }
     };
     if (ntiles > 0) load(0, 0);
@@ -189,9 +202,11 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillKernel(Args a) {
       if (t + 1 < ntiles) load(t + 1, (t + 1) & 1);
       attn::CpAsyncCommit();
       attn::CpAsyncWait<1>();
-      attn::FinishKvTiles<kFp8, D>(tiles + (t & 1) * 2 * kBN * D,
-                                   tiles + (t & 1) * 2 * kBN * D + kBN * D,
-                                   static_cast<int>(threadIdx.x), kWarps * 32, kBN);
+      if constexpr (kFp8) {
+        bf16* staged = tiles + (t & 1) * 2 * kBN * D;
+        attn::DequantTiles<D>(staged, staged + kBN * D, static_cast<int>(threadIdx.x), kWarps * 32,
+                              kBN);
+      }
       __syncthreads();
       int64_t j0, j1;
       uint32_t bits;
@@ -251,9 +266,20 @@ void PagedPrefillAttention(const bf16* q, const KvPages& kv, const PagedLayout& 
   if (layout.rows <= row_begin) return;
   const int64_t G = dims.num_q_heads / dims.num_kv_heads;
   const int rpw = static_cast<int>(std::min<int64_t>(16 / G, kMaxRowsPerCta / kWarps));
-  Args a{q,    kv,         layout,    dims, selected,
-         topk, block_size, row_begin, rpw,  dims.scale * attn::kLog2e,
-         out};
+  Args a{q,
+         kv.k,
+         kv.v,
+         layout,
+         dims,
+         selected,
+         topk,
+         block_size,
+         row_begin,
+         rpw,
+         dims.scale * attn::kLog2e,
+         out,
+         kv.k_scales,
+         kv.v_scales};
   if (dims.head_dim == 128)
     kv.fp8() ? Launch<128, true>(a, stream) : Launch<128, false>(a, stream);
   else

@@ -24,9 +24,9 @@ struct Args {
   bf16* k_pages;
   bf16* v_pages;
   bf16* index_k_pages;
-  Fp8KvOut kv;  // kFp8: K / V go here instead of k_pages / v_pages
   int64_t width;
   int64_t units;
+  Fp8KvOut kv;  // kFp8: K / V go here instead of k_pages / v_pages
 };
 
 // One K or V head (values[i]: channel lane + 32 i) as e4m3 codes of x / scale and its scale
@@ -211,7 +211,7 @@ void QkNormRopeToPages(const bf16* qkv, int64_t rows, const QkNormRopeDims& d,
                        const int64_t* slots, bf16* q_out, bf16* index_q_out, bf16* k_pages,
                        bf16* v_pages, bf16* index_k_pages, cudaStream_t stream) {
   Launch(
-      {qkv, d, w, cos, sin, slots, q_out, index_q_out, k_pages, v_pages, index_k_pages, {}, 0, 0},
+      {qkv, d, w, cos, sin, slots, q_out, index_q_out, k_pages, v_pages, index_k_pages, 0, 0, {}},
       rows, stream);
 }
 
@@ -222,7 +222,7 @@ void QkNormRopeToPages(const bf16* qkv, int64_t rows, const QkNormRopeDims& d,
   if (kv.k == nullptr || kv.v == nullptr || kv.k_scales == nullptr || kv.v_scales == nullptr)
     throw std::runtime_error("QkNormRopeToPages: an FP8 KV cache needs codes and scales");
   Launch(
-      {qkv, d, w, cos, sin, slots, q_out, index_q_out, nullptr, nullptr, index_k_pages, kv, 0, 0},
+      {qkv, d, w, cos, sin, slots, q_out, index_q_out, nullptr, nullptr, index_k_pages, 0, 0, kv},
       rows, stream);
 }
 
