@@ -312,6 +312,35 @@ TEST_CASE("SIGTERM: no new requests, running streams finish, the process exits 0
 namespace m3::test {
 namespace {
 
+// The pages of one memory budget as `m3-engine serve` reports them at startup ("KV N pages of P
+// tokens in DTYPE (...)"), with float32 K/V and with --kv-cache-dtype fp8 (e4m3 codes and a
+// float32 scale per K or V vector: head_dim 32 takes 36 bytes instead of 128).
+TEST_CASE("m3-engine serve --kv-cache-dtype fp8: the startup line shows the larger pool") {
+  auto pages_of = [](const std::string& log, const std::string& dtype) -> int64_t {
+    const size_t at = log.find(" pages of 16 tokens in " + dtype + " (");
+    const size_t kv = log.rfind("KV ", at);
+    if (at == std::string::npos || kv == std::string::npos) return -1;
+    return std::stoll(log.substr(kv + 3, at - kv - 3));
+  };
+  const std::vector<std::string> budget = {"--kv-memory", "0.0078125", "--page-size", "16"};
+  std::vector<std::string> fp8_args = budget;
+  fp8_args.insert(fp8_args.end(), {"--kv-cache-dtype", "fp8"});
+  int64_t f32 = -1, fp8 = -1;
+  {
+    ServerProcess server("demo-model/model", budget);
+    f32 = pages_of(server.Log(), "F32");
+  }
+  {
+    ServerProcess server("demo-model/model", fp8_args);
+    fp8 = pages_of(server.Log(), "fp8_e4m3");
+  }
+  std::printf("  serve, 8 MiB of KV: %lld pages of 16 with f32 K/V, %lld with FP8\n",
+              static_cast<long long>(f32), static_cast<long long>(fp8));
+  REQUIRE(f32 > 0);
+  REQUIRE(fp8 > 0);
+  CHECK(fp8 * 10 >= f32 * 25);
+}
+
 TEST_CASE("m3-engine serve: bad flags end with a message and a non-zero exit") {
   const std::string model = DataPath("m3-tiny/model");
   const std::vector<std::vector<std::string>> bad = {
