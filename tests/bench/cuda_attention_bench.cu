@@ -8,7 +8,9 @@
 // steps see it). Sparse prefill runs twice: selections drawn for every
 // row alone (no two rows share more than chance) and "coherent" (runs of 64 rows share their
 // non-local picks, as neighbouring queries of a real indexer mostly do).
-// Usage: m3-bench-cuda-attention [--quick]  (--quick: 8K and 32K only)
+// --kv-fp8: the same runs on FP8 K/V pages (e4m3 codes + a float32 scale per key and KV head,
+// kernels/cuda/kv_cache_fp8.cuh); bandwidths count the codes and scales read.
+// Usage: m3-bench-cuda-attention [--quick] [--kv-fp8]  (--quick: 8K and 32K only)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -29,11 +31,13 @@ namespace {
 using m3::kernels::cuda::AttentionDims;
 using m3::kernels::cuda::AttentionWorkspace;
 using m3::kernels::cuda::bf16;
+using m3::kernels::cuda::KvPages;
 using m3::kernels::cuda::PagedLayout;
 
 constexpr int64_t kHq = 64, kHkv = 4, kDim = 128, kPage = 128, kTopk = 16;
 
 cudaStream_t g_stream = nullptr;  // every timed call and fill runs on it
+bool g_fp8 = false;               // --kv-fp8
 
 void Cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
@@ -53,6 +57,17 @@ __global__ void FillRandom(bf16* p, int64_t n, uint64_t seed, float scale) {
        i += int64_t{gridDim.x} * blockDim.x) {
     const float u = (Hash(seed * 0x9e3779b97f4a7c15ull + i) >> 8) * (1.0f / 16777216.0f);
     p[i] = __float2bfloat16((2.0f * u - 1.0f) * scale);
+  }
+}
+
+// Random e4m3 codes (never the NaN code) and scales of values up to `scale` in magnitude.
+__global__ void FillFp8(uint8_t* codes, float* scales, int64_t n, int64_t dim, uint64_t seed,
+                        float scale) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint32_t h = Hash(seed * 0x9e3779b97f4a7c15ull + i);
+    codes[i] = static_cast<uint8_t>((h & 0x80u) | ((h >> 8) % 0x7fu));
+    if (i % dim == 0) scales[i / dim] = scale / 448.0f;
   }
 }
 
@@ -87,6 +102,43 @@ void Fill(bf16* p, int64_t n, uint64_t seed, float scale) {
   FillRandom<<<4096, 256, 0, g_stream>>>(p, n, seed, scale);
   Cuda(cudaGetLastError(), "fill");
 }
+
+template <class T>
+T* Alloc(int64_t n);
+
+// K and V pages of `slots` slots filled with random data: bf16, or FP8 codes and scales
+// (--kv-fp8).
+struct KvBuffers {
+  void* k = nullptr;
+  void* v = nullptr;
+  float* ks = nullptr;
+  float* vs = nullptr;
+  KvBuffers(int64_t slots, uint64_t seed) {
+    const int64_t n = slots * kHkv * kDim;
+    if (g_fp8) {
+      k = Alloc<uint8_t>(n);
+      v = Alloc<uint8_t>(n);
+      ks = Alloc<float>(slots * kHkv);
+      vs = Alloc<float>(slots * kHkv);
+      FillFp8<<<4096, 256, 0, g_stream>>>(static_cast<uint8_t*>(k), ks, n, kDim, seed + 1, 1.0f);
+      FillFp8<<<4096, 256, 0, g_stream>>>(static_cast<uint8_t*>(v), vs, n, kDim, seed + 2, 1.0f);
+      Cuda(cudaGetLastError(), "fill");
+    } else {
+      k = Alloc<bf16>(n);
+      v = Alloc<bf16>(n);
+      Fill(static_cast<bf16*>(k), n, seed + 1, 1.0f);
+      Fill(static_cast<bf16*>(v), n, seed + 2, 1.0f);
+    }
+  }
+  KvBuffers(const KvBuffers&) = delete;
+  KvBuffers& operator=(const KvBuffers&) = delete;
+  ~KvBuffers() {
+    for (void* p : {k, v, static_cast<void*>(ks), static_cast<void*>(vs)}) cudaFree(p);
+  }
+  KvPages pages() const { return {k, v, ks, vs}; }
+  // Bytes one key of one KV head takes in K and V together.
+  static double KeyBytes() { return g_fp8 ? 2.0 * (kDim + 4) : 2.0 * kDim * 2; }
+};
 
 // Median milliseconds of `runs` timed calls after `warm` untimed ones.
 double Median(const std::function<void()>& f, int warm, int runs) {
@@ -211,11 +263,10 @@ const AttentionDims kDims{kHq, kHkv, kDim, 0.08838834764831845f};
 // Decode of `batch` sequences at `ctx` cached tokens: dense and top-16 sparse (medians, ms).
 void Decode(int64_t batch, int64_t ctx, double hbm_gbs, uint32_t seed) {
   Step st(batch, ctx, 1, seed);
-  const int64_t slots = st.pages * kPage, kv = slots * kHkv * kDim;
-  bf16 *k = Alloc<bf16>(kv), *v = Alloc<bf16>(kv), *q = Alloc<bf16>(batch * kHq * kDim),
-       *out = Alloc<bf16>(batch * kHq * kDim);
-  Fill(k, kv, seed + 1, 1.0f);
-  Fill(v, kv, seed + 2, 1.0f);
+  const int64_t slots = st.pages * kPage;
+  const KvBuffers kvb(slots, seed);
+  const KvPages kv = kvb.pages();
+  bf16 *q = Alloc<bf16>(batch * kHq * kDim), *out = Alloc<bf16>(batch * kHq * kDim);
   Fill(q, batch * kHq * kDim, seed + 3, 2.0f);
   int32_t* sel = Alloc<int32_t>(kHkv * batch * kTopk);
   FillSelections<<<64, 256, 0, g_stream>>>(sel, batch, ctx, 0, seed + 4, 1);
@@ -223,50 +274,47 @@ void Decode(int64_t batch, int64_t ctx, double hbm_gbs, uint32_t seed) {
   const size_t sparse_ws = m3::kernels::cuda::PagedAttentionWorkspaceBytes(st.layout, kDims, kTopk);
   void* ws = Alloc<unsigned char>(static_cast<int64_t>(std::max(dense_ws, sparse_ws)) + 16);
   auto dense_call = [&] {
-    m3::kernels::cuda::PagedAttention(q, k, v, st.layout, kDims, out, g_stream,
+    m3::kernels::cuda::PagedAttention(q, kv, st.layout, kDims, out, g_stream,
                                       AttentionWorkspace{ws, dense_ws});
   };
   auto sparse_call = [&] {
-    m3::kernels::cuda::PagedBlockSparseAttention(q, k, v, st.layout, kDims, sel, kTopk, kPage, out,
+    m3::kernels::cuda::PagedBlockSparseAttention(q, kv, st.layout, kDims, sel, kTopk, kPage, out,
                                                  g_stream, AttentionWorkspace{ws, sparse_ws});
   };
   const double dense_eager = Median(dense_call, 3, 15), sparse_eager = Median(sparse_call, 3, 15);
   const double dense = MedianGraph(dense_call, 9), sparse = MedianGraph(sparse_call, 9);
   Cuda(cudaDeviceSynchronize(), "decode");
-  const double dense_bytes = double(batch) * (ctx + 1) * kHkv * kDim * 2 * 2;
-  const double sparse_bytes = double(batch) * kHkv * kTopk * kPage * kDim * 2 * 2;
+  const double dense_bytes = double(batch) * (ctx + 1) * kHkv * KvBuffers::KeyBytes();
+  const double sparse_bytes = double(batch) * kHkv * kTopk * kPage * KvBuffers::KeyBytes();
   const double roof = dense_bytes / hbm_gbs / 1e6;
   std::printf(
-      "decode   batch %-3lld ctx %-7lld graph: dense %8.4f ms (%5.0f GB/s, %3.0f%% of roofline "
+      "%sdecode   batch %-3lld ctx %-7lld graph: dense %8.4f ms (%5.0f GB/s, %3.0f%% of roofline "
       "%.4f ms)  sparse %7.4f ms (%5.0f GB/s)  dense/sparse %5.1fx | eager: dense %8.4f ms  "
       "sparse %7.4f ms\n",
-      static_cast<long long>(batch), static_cast<long long>(ctx), dense, dense_bytes / dense / 1e6,
-      100.0 * roof / dense, roof, sparse, sparse_bytes / sparse / 1e6, dense / sparse, dense_eager,
-      sparse_eager);
-  for (void* p : {static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(q),
-                  static_cast<void*>(out), static_cast<void*>(sel), ws})
+      g_fp8 ? "fp8 KV " : "", static_cast<long long>(batch), static_cast<long long>(ctx), dense,
+      dense_bytes / dense / 1e6, 100.0 * roof / dense, roof, sparse, sparse_bytes / sparse / 1e6,
+      dense / sparse, dense_eager, sparse_eager);
+  for (void* p : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(sel), ws})
     cudaFree(p);
 }
 
 // Prefill of one prompt of t tokens (no cached context): dense causal and top-16 sparse.
 void Prefill(int64_t t, uint32_t seed, int runs) {
   Step st(1, 0, t, seed);
-  const int64_t slots = st.pages * kPage, kv = slots * kHkv * kDim;
-  bf16 *k = Alloc<bf16>(kv), *v = Alloc<bf16>(kv), *q = Alloc<bf16>(t * kHq * kDim),
-       *out = Alloc<bf16>(t * kHq * kDim);
-  Fill(k, kv, seed + 1, 1.0f);
-  Fill(v, kv, seed + 2, 1.0f);
+  const int64_t slots = st.pages * kPage;
+  const KvBuffers kvb(slots, seed);
+  const KvPages kv = kvb.pages();
+  bf16 *q = Alloc<bf16>(t * kHq * kDim), *out = Alloc<bf16>(t * kHq * kDim);
   Fill(q, t * kHq * kDim, seed + 3, 2.0f);
   int32_t* sel = Alloc<int32_t>(kHkv * t * kTopk);
-  const double dense =
-      Median([&] { m3::kernels::cuda::PagedAttention(q, k, v, st.layout, kDims, out, g_stream); },
-             1, runs);
+  const double dense = Median(
+      [&] { m3::kernels::cuda::PagedAttention(q, kv, st.layout, kDims, out, g_stream); }, 1, runs);
   double sparse[2];
   for (int c = 0; c < 2; ++c) {
     FillSelections<<<4096, 256, 0, g_stream>>>(sel, t, 0, 1, seed + 4 + c, c == 0 ? 1 : 64);
     sparse[c] = Median(
         [&] {
-          m3::kernels::cuda::PagedBlockSparseAttention(q, k, v, st.layout, kDims, sel, kTopk, kPage,
+          m3::kernels::cuda::PagedBlockSparseAttention(q, kv, st.layout, kDims, sel, kTopk, kPage,
                                                        out, g_stream);
         },
         1, runs);
@@ -278,13 +326,12 @@ void Prefill(int64_t t, uint32_t seed, int runs) {
   for (int64_t r = 0; r < t; ++r) sparse_keys += std::min<int64_t>(r + 1, kTopk * kPage);
   const double sparse_flop_max = 4.0 * kHq * kDim * sparse_keys;
   std::printf(
-      "prefill  tokens %-7lld dense %9.2f ms (%5.0f TFLOP/s)  sparse random %8.2f ms  "
+      "%sprefill  tokens %-7lld dense %9.2f ms (%5.0f TFLOP/s)  sparse random %8.2f ms  "
       "coherent %8.2f ms (<= %5.0f / %5.0f TFLOP/s)  dense/sparse %5.1fx / %5.1fx\n",
-      static_cast<long long>(t), dense, dense_flop / dense / 1e9, sparse[0], sparse[1],
-      sparse_flop_max / sparse[0] / 1e9, sparse_flop_max / sparse[1] / 1e9, dense / sparse[0],
-      dense / sparse[1]);
-  for (void* p : {static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(q),
-                  static_cast<void*>(out), static_cast<void*>(sel)})
+      g_fp8 ? "fp8 KV " : "", static_cast<long long>(t), dense, dense_flop / dense / 1e9, sparse[0],
+      sparse[1], sparse_flop_max / sparse[0] / 1e9, sparse_flop_max / sparse[1] / 1e9,
+      dense / sparse[0], dense / sparse[1]);
+  for (void* p : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(sel)})
     cudaFree(p);
 }
 
@@ -292,7 +339,15 @@ void Prefill(int64_t t, uint32_t seed, int runs) {
 
 int main(int argc, char** argv) {
   try {
-    const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+    bool quick = false;
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--quick") == 0)
+        quick = true;
+      else if (std::strcmp(argv[i], "--kv-fp8") == 0)
+        g_fp8 = true;
+      else
+        throw std::runtime_error(std::string("unknown option ") + argv[i] + " (--quick, --kv-fp8)");
+    }
     cudaDeviceProp prop{};
     Cuda(cudaGetDeviceProperties(&prop, 0), "device");
     std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
