@@ -23,7 +23,7 @@ namespace m3::engine::backend {
 // per sequence addresses all of them.
 struct LayerKvCache {
   // [pages, page_size, kv_heads, head_dim]: the activation dtype, or with the FP8 KV cache
-  // (RunnerOptions::fp8_kv_cache) u8 e4m3 codes of x / scale with the scales in k_scales /
+  // (RunnerOptions::fp8_kv_cache) F8E4M3 codes of x / scale with the scales in k_scales /
   // v_scales.
   DeviceTensor k;
   DeviceTensor v;

@@ -79,7 +79,7 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
   const int64_t stored = num_pages + (buckets ? 1 : 0);
   for (bool sparse : t.sparse_attention) {
     backend::LayerKvCache c;
-    const DType kv_dt = limits_.fp8_kv_cache ? DType::kU8 : dt;
+    const DType kv_dt = limits_.fp8_kv_cache ? DType::kF8E4M3 : dt;
     c.k = device_.Alloc(kv_dt, {stored, page_size, kv_heads_, t.head_dim});
     c.v = device_.Alloc(kv_dt, {stored, page_size, kv_heads_, t.head_dim});
     if (limits_.fp8_kv_cache) {

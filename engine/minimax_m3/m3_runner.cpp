@@ -70,7 +70,7 @@ class M3Runner : public ModelRunner {
     const VisionConfig& v = config_.vision;
     info_.architecture = config_.model_type;
     info_.dtype = std::string(DTypeName(device_->activation_dtype()));
-    info_.kv_cache_dtype = options.fp8_kv_cache ? "fp8_e4m3" : info_.dtype;
+    info_.kv_cache_dtype = options.fp8_kv_cache ? DTypeName(DType::kF8E4M3) : info_.dtype;
     info_.device = device_->name();
     info_.weight_bytes = report.device_bytes;
     info_.vocab_size = t.vocab_size;

@@ -38,7 +38,7 @@ struct RunnerInfo {
   std::string dtype;         // activations / weights as the backend runs them ("float32")
   std::string device;        // "cpu", "cuda:0", ...
   int64_t weight_bytes = 0;  // what the loaded weights take on the device (memory planning)
-  // The decoder's K/V pages as stored: dtype, or "fp8_e4m3" (RunnerOptions::fp8_kv_cache).
+  // The decoder's K/V pages as stored: dtype, or "F8_E4M3" (RunnerOptions::fp8_kv_cache).
   std::string kv_cache_dtype;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;

@@ -4,6 +4,7 @@
 
 #include <array>
 
+#include "kernels/cpu/float8.h"
 #include "kernels/cpu/msa_index_fp8.h"
 
 namespace m3::kernels::cpu {

@@ -126,7 +126,7 @@ TEST_CASE("FP8 KV cache on the GPU: a memory budget holds about twice the pages 
   const std::string& dir = RealHeadCheckpoint();
   auto bf16 = engine::LoadModelRunner(dir, Options("cuda", false));
   auto fp8 = engine::LoadModelRunner(dir, Options("cuda", true));
-  CHECK(fp8->info().kv_cache_dtype == "fp8_e4m3");
+  CHECK(fp8->info().kv_cache_dtype == "F8_E4M3");
   const int64_t a = bf16->KvBytesPerPage(128), b = fp8->KvBytesPerPage(128);
   std::printf("  cuda KV bytes per 128-token page: bf16 %lld, FP8 %lld\n",
               static_cast<long long>(a), static_cast<long long>(b));

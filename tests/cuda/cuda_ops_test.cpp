@@ -362,7 +362,7 @@ void CheckPagedAttentionOps(const std::vector<std::pair<int32_t, int32_t>>& seqs
   CHECK(Get(*b.gpu, att.gpu) == unfused);
 }
 
-// One FP8 K or V cache on both backends: u8 codes [P, ps, Hkv, D] and f32 scales [P, ps, Hkv],
+// One FP8 K or V cache on both backends: e4m3 codes [P, ps, Hkv, D] and f32 scales [P, ps, Hkv],
 // the same bytes on each.
 struct Fp8Twin {
   Twin codes, scales;
@@ -376,7 +376,8 @@ Fp8Twin Fp8Cache(const std::vector<float>& values, int64_t P, int64_t ps, int64_
   std::vector<float> scales(slots * Hkv);
   kernels::cpu::QuantizeKvRowsFp8(values.data(), slots, Hkv, D, all.data(), codes.data(),
                                   scales.data());
-  Fp8Twin t{{b.cpu->Alloc(DType::kU8, {P, ps, Hkv, D}), b.gpu->Alloc(DType::kU8, {P, ps, Hkv, D})},
+  Fp8Twin t{{b.cpu->Alloc(DType::kF8E4M3, {P, ps, Hkv, D}),
+             b.gpu->Alloc(DType::kF8E4M3, {P, ps, Hkv, D})},
             {b.cpu->Alloc(DType::kF32, {P, ps, Hkv}), b.gpu->Alloc(DType::kF32, {P, ps, Hkv})}};
   for (Device* d : {b.cpu.get(), b.gpu.get()}) {
     d->Upload(codes.data(), d == b.cpu.get() ? t.codes.cpu : t.codes.gpu);

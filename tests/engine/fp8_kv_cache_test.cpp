@@ -74,7 +74,7 @@ TEST_CASE("FP8 KV cache: a page costs codes and scales, a budget holds about 4x 
   auto f32 = engine::LoadModelRunner(dir, Options(false));
   auto fp8 = engine::LoadModelRunner(dir, Options(true));
   CHECK(f32->info().kv_cache_dtype == "F32");
-  CHECK(fp8->info().kv_cache_dtype == "fp8_e4m3");
+  CHECK(fp8->info().kv_cache_dtype == "F8_E4M3");
   // Per token and layer: K and V of each kv head, head_dim codes + a float32 scale each, in
   // place of head_dim floats; the index keys are unchanged.
   const int64_t vectors = t.num_hidden_layers * 2 * t.num_key_value_heads * ps;

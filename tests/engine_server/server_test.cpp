@@ -332,7 +332,7 @@ TEST_CASE("m3-engine serve --kv-cache-dtype fp8: the startup line shows the larg
   }
   {
     ServerProcess server("demo-model/model", fp8_args);
-    fp8 = pages_of(server.Log(), "fp8_e4m3");
+    fp8 = pages_of(server.Log(), "F8_E4M3");
   }
   std::printf("  serve, 8 MiB of KV: %lld pages of 16 with f32 K/V, %lld with FP8\n",
               static_cast<long long>(f32), static_cast<long long>(fp8));

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/float8.h"
 #include "kernels/cpu/kv_cache_fp8.h"
 #include "kernels/cpu/msa_index_fp8.h"
 #include "kernels/cpu/paged_attention.h"

@@ -40,8 +40,8 @@ const DeviceTensor& Dense(const LinearWeight& w, const char* op) {
 
 // The FP8 KV cache's codes and scales (LayerKvCache::fp8_kv).
 k::Fp8KvPages Fp8Kv(const LayerKvCache& c) {
-  Check(c.k.dtype == DType::kU8 && c.v.dtype == DType::kU8 && c.k_scales.dtype == DType::kF32 &&
-            c.v_scales.dtype == DType::kF32,
+  Check(c.k.dtype == DType::kF8E4M3 && c.v.dtype == DType::kF8E4M3 &&
+            c.k_scales.dtype == DType::kF32 && c.v_scales.dtype == DType::kF32,
         "FP8 KV cache dtypes");
   return {c.k.data<uint8_t>(), c.k_scales.data<float>(), c.v.data<uint8_t>(),
           c.v_scales.data<float>()};
@@ -147,7 +147,7 @@ class CpuM3Ops final : public M3Ops {
     const int64_t kv_width = l.kv_heads * l.head_dim;
     d.kv_by_row = fp8_kv;
     if (fp8_kv) {
-      Check(cache.k.dtype == DType::kU8 && cache.v.dtype == DType::kU8 &&
+      Check(cache.k.dtype == DType::kF8E4M3 && cache.v.dtype == DType::kF8E4M3 &&
                 cache.k_scales.numel() * l.head_dim == cache.k.numel() &&
                 cache.v_scales.numel() * l.head_dim == cache.v.numel(),
             "QkNormRopeToCache: FP8 KV cache shapes");

@@ -44,8 +44,8 @@ k::KvPages KvOf(const LayerKvCache& c) {
     Check(c.k.dtype == DType::kBF16 && c.v.dtype == DType::kBF16, "KV cache dtypes");
     return k::Bf16Kv(c.k.data<bf16>(), c.v.data<bf16>());
   }
-  Check(c.k.dtype == DType::kU8 && c.v.dtype == DType::kU8 && c.k_scales.dtype == DType::kF32 &&
-            c.v_scales.dtype == DType::kF32,
+  Check(c.k.dtype == DType::kF8E4M3 && c.v.dtype == DType::kF8E4M3 &&
+            c.k_scales.dtype == DType::kF32 && c.v_scales.dtype == DType::kF32,
         "FP8 KV cache dtypes");
   return k::Fp8Kv(c.k.data<uint8_t>(), c.v.data<uint8_t>(), c.k_scales.data<float>(),
                   c.v_scales.data<float>());
