@@ -1,9 +1,9 @@
 // The FP8 (e4m3) KV cache on the CPU, the twin of kernels/cuda/kv_cache_fp8.cuh: K and V pages
 // hold e4m3 codes [slots, kv_heads, head_dim] of x / scale with one float32 scale per
 // (slot, kv head) vector, [slots, kv_heads], quantized as the FP8 index keys are
-// (msa_index_fp8.h: scale = max|x| / 448, 1 for an all-zero vector; round to nearest even,
-// saturated). Attention over them (paged_attention.h) dequantizes each key and value as
-// code * scale in float32 and computes as over float pages.
+// (msa_index_fp8.h with float8.h's codec: scale = max|x| / 448, 1 for an all-zero vector; round to
+// nearest even, saturated). Attention over them (paged_attention.h) dequantizes each key and value
+// as code * scale in float32 and computes as over float pages.
 #pragma once
 
 #include <cstdint>
