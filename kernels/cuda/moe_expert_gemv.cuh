@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/block_scaled_mma.cuh"
 #include "kernels/cuda/cuda_util.cuh"
 
 namespace m3::kernels::cuda {
@@ -33,5 +34,17 @@ size_t MoeExpertGemvScratchBytes(int64_t picks, const MoeGemvDims& d);
 void MoeExpertGemv(const bf16* x, int64_t rows, const int32_t* ids, const bf16* gate_up,
                    const bf16* down, const MoeGemvDims& d, void* scratch, float* ys,
                    int32_t* slot_of_pick, cudaStream_t stream);
+
+// The same with block-scaled weights (block_scaled_mma.cuh: MXFP8, NVFP4, or bf16 for either):
+// gate_up rows [E * 2 inter, hidden], down rows [E * hidden, inter]. Each selected expert's
+// quantized bytes are read once per step, dequantized in registers and multiplied on the tensor
+// cores (a block per 16 output rows (gate and up rows together) and group, its 8 warps splitting
+// K, picks in passes of 8). Takes: picks up to kMoeGemvMaxPicks, experts up to 1024, hidden and
+// inter multiples of 16 and of each weight's StepK along its K. Same scratch as MoeExpertGemv.
+bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d, WeightKind gate_up,
+                             WeightKind down);
+void MoeExpertGemvScaled(const bf16* x, int64_t rows, const int32_t* ids, const ScaledRows& gate_up,
+                         const ScaledRows& down, const MoeGemvDims& d, void* scratch, float* ys,
+                         int32_t* slot_of_pick, cudaStream_t stream);
 
 }  // namespace m3::kernels::cuda
