@@ -86,11 +86,13 @@ int GroupsOf(int64_t m) {
   return g <= 1 ? 1 : g <= 2 ? 2 : g <= 4 ? 4 : 8;
 }
 
-template <WeightKind F, int NT, typename Y>
+// Resident blocks of the kernel on the whole GPU (the bf16-output instantiation stands for both:
+// the plan must not depend on the output type, so the workspace query agrees with the launch).
+template <WeightKind F, int NT>
 int ResidentBlocks() {
   static int per_sm = [] {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, GemvKernel<F, NT, Y>, kThreads, 0) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, GemvKernel<F, NT, bf16>, kThreads, 0) !=
             cudaSuccess ||
         b <= 0) {
       cudaGetLastError();
@@ -101,15 +103,33 @@ int ResidentBlocks() {
   return per_sm * SmCount();
 }
 
+template <WeightKind F>
+int ResidentBlocksOf(int groups) {
+  switch (groups) {
+    case 1:
+      return ResidentBlocks<F, 1>();
+    case 2:
+      return ResidentBlocks<F, 2>();
+    case 4:
+      return ResidentBlocks<F, 4>();
+    default:
+      return ResidentBlocks<F, 8>();
+  }
+}
+
 // The K splits: the smallest count whose waves of blocks fill the resident slots best (each
-// warp keeps at least one step), limited by the workspace for the partial sums.
-int64_t Splits(int64_t tiles, int64_t steps, int64_t m, int64_t n, int capacity,
-               size_t workspace_bytes) {
+// warp keeps at least one step; the partial sums at most kMaxPartialBytes).
+constexpr size_t kMaxPartialBytes = size_t{64} << 20;
+int64_t PlanSplits(int64_t m, int64_t n, int64_t k, WeightKind kind) {
+  const int64_t tiles = (n + 15) / 16, steps = k / StepK(kind);
+  const int capacity = kind == WeightKind::kMxfp8
+                           ? ResidentBlocksOf<WeightKind::kMxfp8>(GroupsOf(m))
+                           : ResidentBlocksOf<WeightKind::kNvfp4>(GroupsOf(m));
   const int64_t most = std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, steps / kWarps));
   int64_t best = 1;
   double best_score = -1.0;
   for (int64_t s = 1; s <= most; ++s) {
-    if (s > 1 && static_cast<size_t>(s * m * n) * 4 > workspace_bytes) break;
+    if (s > 1 && static_cast<size_t>(s * m * n) * 4 > kMaxPartialBytes) break;
     const int64_t blocks = tiles * s;
     const int64_t waves = (blocks + capacity - 1) / capacity;
     const double fill = static_cast<double>(blocks) / static_cast<double>(waves * capacity);
@@ -126,8 +146,9 @@ template <WeightKind F, int NT, typename Y>
 void Launch(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int64_t k, Y* y,
             void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   const int64_t tiles = (n + 15) / 16, steps = k / StepK(F);
-  const int64_t splits =
-      Splits(tiles, steps, m, n, ResidentBlocks<F, NT, Y>(), workspace ? workspace_bytes : 0);
+  int64_t splits = PlanSplits(m, n, k, F);
+  if (workspace == nullptr || workspace_bytes < static_cast<size_t>(splits * m * n) * 4)
+    splits = 1;  // a smaller workspace than asked for: one pass over K
   const int64_t per = (steps + splits - 1) / splits;
   float* partial = splits > 1 ? static_cast<float*>(workspace) : nullptr;
   LaunchAfterPrior(GemvKernel<F, NT, Y>,
@@ -164,10 +185,9 @@ bool BlockScaledGemvFits(int64_t m, int64_t k, WeightKind kind) {
 }
 
 size_t BlockScaledGemvWorkspaceBytes(int64_t m, int64_t n, int64_t k, WeightKind kind) {
-  if (!BlockScaledGemvFits(m, k, kind)) return 0;
-  const int64_t steps = k / StepK(kind);
-  const int64_t most = std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, steps / kWarps));
-  return most > 1 ? static_cast<size_t>(most * m * n) * 4 : 0;
+  if (!BlockScaledGemvFits(m, k, kind) || n <= 0) return 0;
+  const int64_t splits = PlanSplits(m, n, k, kind);
+  return splits > 1 ? static_cast<size_t>(splits * m * n) * 4 : 0;
 }
 
 void BlockScaledGemv(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int64_t k, void* y,

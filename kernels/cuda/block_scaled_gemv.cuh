@@ -17,11 +17,12 @@ constexpr int64_t kBlockScaledGemvMaxRows = 64;
 // MXFP8, 128 NVFP4), quantized weights.
 bool BlockScaledGemvFits(int64_t m, int64_t k, WeightKind kind);
 
-// Device scratch BlockScaledGemv may use (the split-K partial sums; 0: none).
+// Device scratch BlockScaledGemv uses (the split-K partial sums, at most 64 MiB; 0: none). The
+// same (m, n, k, kind) always asks for the same bytes, so a decode step sized eagerly records.
 size_t BlockScaledGemvWorkspaceBytes(int64_t m, int64_t n, int64_t k, WeightKind kind);
 
 // x [m, k] bf16 (rows k apart), w [n, k], y [m, n] of type yt (kBF16 or kF32). workspace:
-// at least BlockScaledGemvWorkspaceBytes (a smaller one only limits the K split). No host
+// at least BlockScaledGemvWorkspaceBytes (a smaller one: no K split, slower on few rows). No host
 // synchronization, no allocation: a decode step with it can be recorded as a CUDA graph.
 void BlockScaledGemv(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int64_t k, void* y,
                      ElemType yt, void* workspace, size_t workspace_bytes, cudaStream_t stream);

@@ -71,7 +71,9 @@ void Bytes(uint8_t* p, size_t n, uint64_t seed, uint32_t lo, uint32_t span, bool
 }
 
 struct Buffer {
-  explicit Buffer(size_t bytes) : n(bytes) { Cuda(cudaMalloc(&p, std::max<size_t>(n, 16)), "alloc"); }
+  explicit Buffer(size_t bytes) : n(bytes) {
+    Cuda(cudaMalloc(&p, std::max<size_t>(n, 16)), "alloc");
+  }
   ~Buffer() { cudaFree(p); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -180,19 +182,19 @@ double HbmBandwidth() {
   Buffer buf(bytes);
   Buffer sink(m3::bench::ReadSinkWords() * 4);
   Cuda(cudaMemsetAsync(buf.p, 1, bytes, g_stream), "memset");
-  const double ms = TimeEager(
-      [&] { m3::bench::StreamRead(buf.p, bytes, sink.as<uint32_t>(), g_stream); }, 20);
+  const double ms =
+      TimeEager([&] { m3::bench::StreamRead(buf.p, bytes, sink.as<uint32_t>(), g_stream); }, 20);
   return static_cast<double>(bytes) / (ms * 1e-3);
 }
 
 // y = x W^T in cuBLAS bf16 (column-major y^T = W x^T), y bf16.
 void CublasLinear(const bf16* x, int64_t m, const bf16* w, int64_t n, int64_t k, bf16* y) {
   const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t s = cublasGemmEx(
-      g_blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-      static_cast<int>(k), &alpha, w, CUDA_R_16BF, static_cast<int>(k), x, CUDA_R_16BF,
-      static_cast<int>(k), &beta, y, CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F,
-      CUBLAS_GEMM_DEFAULT);
+  const cublasStatus_t s =
+      cublasGemmEx(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                   static_cast<int>(k), &alpha, w, CUDA_R_16BF, static_cast<int>(k), x, CUDA_R_16BF,
+                   static_cast<int>(k), &beta, y, CUDA_R_16BF, static_cast<int>(n),
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasGemmEx failed");
 }
 
@@ -211,12 +213,18 @@ int CopiesFor(size_t bytes) {
 
 void DecodeGemv(double hbm) {
   std::vector<Shape> shapes = {
-      {"qkv 9856x6144", 9856, 6144},          {"o 6144x8192", 6144, 8192},
-      {"dense gate_up 24576x6144", 24576, 6144}, {"dense down 6144x12288", 6144, 12288},
-      {"shared gate_up 6144x6144", 6144, 6144}, {"shared down 6144x3072", 6144, 3072},
-      {"lm_head 200064x6144", 200064, 6144},    {"TP2 qkv 4928x6144", 4928, 6144},
-      {"TP2 o 6144x4096", 6144, 4096},          {"TP2 gate_up 12288x6144", 12288, 6144},
-      {"TP2 down 6144x6144", 6144, 6144},       {"TP2 lm_head 100032x6144", 100032, 6144},
+      {"qkv 9856x6144", 9856, 6144},
+      {"o 6144x8192", 6144, 8192},
+      {"dense gate_up 24576x6144", 24576, 6144},
+      {"dense down 6144x12288", 6144, 12288},
+      {"shared gate_up 6144x6144", 6144, 6144},
+      {"shared down 6144x3072", 6144, 3072},
+      {"lm_head 200064x6144", 200064, 6144},
+      {"TP2 qkv 4928x6144", 4928, 6144},
+      {"TP2 o 6144x4096", 6144, 4096},
+      {"TP2 gate_up 12288x6144", 12288, 6144},
+      {"TP2 down 6144x6144", 6144, 6144},
+      {"TP2 lm_head 100032x6144", 100032, 6144},
   };
   if (g_quick) shapes.resize(3);
   const std::vector<int64_t> batches =
@@ -228,8 +236,7 @@ void DecodeGemv(double hbm) {
   for (const Shape& s : shapes) {
     const int64_t max_m = batches.back();
     Buffer x(static_cast<size_t>(max_m * s.k) * 2), y(static_cast<size_t>(max_m * s.n) * 4);
-    m3::bench::FillUniformBf16(x.p, static_cast<size_t>(max_m * s.k), seed++, 1.0f, 0.0f,
-                               g_stream);
+    m3::bench::FillUniformBf16(x.p, static_cast<size_t>(max_m * s.k), seed++, 1.0f, 0.0f, g_stream);
     std::vector<std::unique_ptr<Weight>> w[3];
     const WeightKind kinds[3] = {WeightKind::kBf16, WeightKind::kMxfp8, WeightKind::kNvfp4};
     for (int f = 0; f < 3; ++f) {
