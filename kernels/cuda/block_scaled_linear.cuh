@@ -1,8 +1,9 @@
 // Linear with block-scaled weights on the GPU, the twin of kernels/cpu/block_scaled_linear.h:
 // y[m, n] = x[m, k] . W[n, k]^T (+ bias[n]) with W in MXFP8 or NVFP4 (block_scaled_mma.cuh),
-// bf16 x, y in bf16 or f32, f32 accumulation. Decode-sized batches (m <= 64) run
-// BlockScaledGemv (weights read once, dequantized in registers); larger ones dequantize chunks
-// of W's rows to bf16 in the workspace and multiply each with cuBLAS (tensor-core bf16 GEMM).
+// bf16 x, y in bf16 or f32, f32 accumulation. Decode-sized batches run BlockScaledGemv
+// (weights read once per 64 rows, dequantized in registers; up to 128 rows MXFP8, 256 NVFP4);
+// larger ones dequantize chunks of W's rows to bf16 in the workspace and multiply each with
+// cuBLAS (tensor-core bf16 GEMM).
 #pragma once
 
 #include <cublas_v2.h>
