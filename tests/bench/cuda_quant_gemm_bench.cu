@@ -2,8 +2,9 @@
 // the real shapes, with the GPU's HBM read bandwidth and its bf16 dense GEMM peak measured in the
 // same run (issue 36's goals):
 //  - decode GEMV (kernels/cuda/block_scaled_gemv.cuh) at batch 1, 2, 4, 8 (and 16, 64) for the
-//    projections of one GPU (TP-1) and of TP-2: time, weight bytes read per second and that as a
-//    % of the measured HBM bandwidth (goals: MXFP8 >= 80 %, NVFP4 >= 70 %), beside cuBLAS bf16;
+//    projections of one GPU (TP-1) and their TP-2 / TP-4 slices: time, weight bytes read per second
+//    and that as a % of the measured HBM bandwidth (goals: MXFP8 >= 80 %, NVFP4 >= 70 %), beside
+//    cuBLAS bf16;
 //  - one MoE layer's decode (128 experts of 3072, top-4, hidden 6144, random routing) at batch 1
 //    and 8 in bf16 / MXFP8 / NVFP4 (goals: >= 1.7x MXFP8, >= 2.5x NVFP4 faster than bf16);
 //  - an 8K-token prefill GEMM 8192 x 24576 x 6144 in each format as a % of the bf16 dense peak
@@ -225,6 +226,9 @@ void DecodeGemv(double hbm) {
       {"TP2 gate_up 12288x6144", 12288, 6144},
       {"TP2 down 6144x6144", 6144, 6144},
       {"TP2 lm_head 100032x6144", 100032, 6144},
+      {"TP4 qkv 2464x6144", 2464, 6144},
+      {"TP4 o 6144x2048", 6144, 2048},
+      {"TP4 lm_head 50016x6144", 50016, 6144},
   };
   if (g_quick) shapes.resize(3);
   const std::vector<int64_t> batches =
