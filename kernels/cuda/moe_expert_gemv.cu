@@ -323,7 +323,7 @@ size_t MoeExpertGemvScratchBytes(int64_t picks, const MoeGemvDims& d) {
 
 bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d, WeightKind gate_up,
                              WeightKind down) {
-  return picks > 0 && picks <= kMoeGemvMaxPicks && d.experts > 0 && d.experts <= 1024 &&
+  return picks > 0 && picks <= kMoeGemvScaledMaxPicks && d.experts > 0 && d.experts <= 1024 &&
          d.hidden % 16 == 0 && d.inter % 16 == 0 && d.hidden % StepK(gate_up) == 0 &&
          d.inter % StepK(down) == 0;
 }

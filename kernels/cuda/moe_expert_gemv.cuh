@@ -39,8 +39,12 @@ void MoeExpertGemv(const bf16* x, int64_t rows, const int32_t* ids, const bf16* 
 // gate_up rows [E * 2 inter, hidden], down rows [E * hidden, inter]. Each selected expert's
 // quantized bytes are read once per step, dequantized in registers and multiplied on the tensor
 // cores (a block per 16 output rows (gate and up rows together) and group, its 8 warps splitting
-// K, picks in passes of 8). Takes: picks up to kMoeGemvMaxPicks, experts up to 1024, hidden and
-// inter multiples of 16 and of each weight's StepK along its K. Same scratch as MoeExpertGemv.
+// K, picks in passes of 8, later passes reading the expert's weights from L2). Takes: picks up
+// to kMoeGemvScaledMaxPicks (beyond decode: a 512-token prefill chunk of top-4 still reads each
+// expert's quantized bytes once from HBM, where dequantizing every expert to bf16 would write and
+// read 4.5 bytes per weight), experts up to 1024, hidden and inter multiples of 16 and of each
+// weight's StepK along its K. Same scratch as MoeExpertGemv.
+constexpr int64_t kMoeGemvScaledMaxPicks = 2048;
 bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d, WeightKind gate_up,
                              WeightKind down);
 void MoeExpertGemvScaled(const bf16* x, int64_t rows, const int32_t* ids, const ScaledRows& gate_up,

@@ -46,8 +46,8 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
                        const MoeWorkspace& workspace = {});
 
 // The same with block-scaled expert weights (block_scaled_mma.cuh: gate_up rows [E * 2I, H],
-// down rows [E * H, I], each MXFP8, NVFP4 or bf16). Decode-sized batches (up to
-// kMoeGemvMaxPicks picks) run the block-scaled expert GEMVs (moe_expert_gemv.cuh), which read
+// down rows [E * H, I], each MXFP8, NVFP4 or bf16). Batches up to kMoeGemvScaledMaxPicks (2048)
+// picks run the block-scaled expert GEMVs (moe_expert_gemv.cuh), which read
 // only the selected experts' quantized bytes, with no host synchronization; larger ones
 // dequantize the experts in chunks of at most kMoeDequantChunkBytes of bf16 into stream-ordered
 // scratch and run each chunk's picks through the bf16 paths above (the output is rounded to bf16
