@@ -41,10 +41,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     xrow[c] = tok < m ? x + tok * k : nullptr;
   }
   float acc[1][NT][4] = {};
-  const int64_t steps = k / StepK(F);
+  const int64_t steps = StepsOf(F, k);
   const int64_t s0 = int64_t{blockIdx.y} * steps_per_split;
   const int64_t s1 = min(steps, s0 + steps_per_split);
-  TileMma<F, 1, NT, U>(tile, xrow, s0 + warp, s1, kWarps, acc);
+  TileMma<F, 1, NT, U>(tile, xrow, s0 + warp, s1, kWarps, k, acc);
 #pragma unroll
   for (int c = 0; c < NT; ++c) {
     red[warp][g][c * 8 + 2 * t] = acc[0][c][0];
@@ -121,7 +121,7 @@ int ResidentBlocksOf(int groups) {
 // warp keeps at least one step; the partial sums at most kMaxPartialBytes).
 constexpr size_t kMaxPartialBytes = size_t{64} << 20;
 int64_t PlanSplits(int64_t m, int64_t n, int64_t k, WeightKind kind) {
-  const int64_t tiles = (n + 15) / 16, steps = k / StepK(kind);
+  const int64_t tiles = (n + 15) / 16, steps = StepsOf(kind, k);
   const int capacity = kind == WeightKind::kMxfp8
                            ? ResidentBlocksOf<WeightKind::kMxfp8>(GroupsOf(m))
                            : ResidentBlocksOf<WeightKind::kNvfp4>(GroupsOf(m));
@@ -145,7 +145,7 @@ int64_t PlanSplits(int64_t m, int64_t n, int64_t k, WeightKind kind) {
 template <WeightKind F, int NT, typename Y>
 void Launch(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int64_t k, Y* y,
             void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  const int64_t tiles = (n + 15) / 16, steps = k / StepK(F);
+  const int64_t tiles = (n + 15) / 16, steps = StepsOf(F, k);
   int64_t splits = PlanSplits(m, n, k, F);
   if (workspace == nullptr || workspace_bytes < static_cast<size_t>(splits * m * n) * 4)
     splits = 1;  // a smaller workspace than asked for: one pass over K
@@ -181,7 +181,7 @@ void LaunchGroups(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int6
 
 bool BlockScaledGemvFits(int64_t m, int64_t k, WeightKind kind) {
   return kind != WeightKind::kBf16 && m >= 1 && m <= kBlockScaledGemvMaxRows && k > 0 &&
-         k % StepK(kind) == 0;
+         k % 32 == 0;
 }
 
 size_t BlockScaledGemvWorkspaceBytes(int64_t m, int64_t n, int64_t k, WeightKind kind) {

@@ -13,8 +13,8 @@ namespace m3::kernels::cuda {
 
 constexpr int64_t kBlockScaledGemvMaxRows = 64;
 
-// Whether BlockScaledGemv takes this product: 1 <= m <= 64, k a multiple of StepK(kind) (64
-// MXFP8, 128 NVFP4), quantized weights.
+// Whether BlockScaledGemv takes this product: 1 <= m <= 64, k a multiple of 32, quantized
+// weights.
 bool BlockScaledGemvFits(int64_t m, int64_t k, WeightKind kind);
 
 // Device scratch BlockScaledGemv uses (the split-K partial sums, at most 64 MiB; 0: none). The

@@ -199,14 +199,20 @@ __device__ __forceinline__ void LoadB(const bf16* x, int64_t kx, int j, uint32_t
   }
 }
 
+// Steps over a row of k (k a multiple of 32: the last step may be partial, its lanes beyond k
+// idle).
+M3_SCALED_HD inline int64_t StepsOf(WeightKind kind, int64_t k) {
+  return (k + StepK(kind) - 1) / StepK(kind);
+}
+
 // acc[i][n] (C fragments: rows g, g + 8 of tile i, input rows 2t, 2t + 1 of group n) +=
-// tile_i . x over the warp's steps s = s0, s0 + stride, ... < s1. xrow[n]: the input row lane
-// group g of group n reads (null: zeros). U steps' weight loads are issued before any is used;
-// the inputs (a few KB, shared by every warp) come from L1.
+// tile_i . x over the warp's steps s = s0, s0 + stride, ... < s1 of rows of k. xrow[n]: the
+// input row lane group g of group n reads (null: zeros). U steps' weight loads are issued
+// before any is used; the inputs (a few KB, shared by every warp) come from L1.
 template <WeightKind F, int NTILE, int NT, int U>
 __device__ __forceinline__ void TileMma(const TileLane (&tile)[NTILE],
                                         const bf16* const (&xrow)[NT], int64_t s0, int64_t s1,
-                                        int64_t stride, float (&acc)[NTILE][NT][4]) {
+                                        int64_t stride, int64_t k, float (&acc)[NTILE][NT][4]) {
   using KT = Kind<F>;
   const int t = threadIdx.x & 3;
   for (int64_t s = s0; s < s1; s += U * stride) {
@@ -215,7 +221,7 @@ __device__ __forceinline__ void TileMma(const TileLane (&tile)[NTILE],
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t su = s + u * stride;
-      const bool ok = su < s1;
+      const bool ok = su < s1 && su * KT::kStepK + t * (KT::kStepK / 4) < k;
 #pragma unroll
       for (int i = 0; i < NTILE; ++i)
 #pragma unroll
@@ -226,11 +232,12 @@ __device__ __forceinline__ void TileMma(const TileLane (&tile)[NTILE],
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t su = s + u * stride;
+      const bool ok = su < s1 && su * KT::kStepK + t * (KT::kStepK / 4) < k;
 #pragma unroll
       for (int i = 0; i < NTILE; ++i)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          if (su < s1) {
+          if (ok) {
             LoadScales<F>(tile[i].scale[r], su, t, sc[u][i][r]);
           } else {
             sc[u][i][r][0] = 0;
@@ -243,6 +250,7 @@ __device__ __forceinline__ void TileMma(const TileLane (&tile)[NTILE],
       const int64_t su = s + u * stride;
       if (su >= s1) break;
       const int64_t kx = su * KT::kStepK + t * (KT::kStepK / 4);
+      const bool in_row = kx < k;  // the lane's part of a partial last step: zeros
 #pragma unroll
       for (int j = 0; j < KT::kMmas; ++j) {
         uint32_t a[NTILE][4];
@@ -254,7 +262,7 @@ __device__ __forceinline__ void TileMma(const TileLane (&tile)[NTILE],
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
           uint32_t b0, b1;
-          LoadB<F>(xrow[n], kx, j, b0, b1);
+          LoadB<F>(in_row ? xrow[n] : nullptr, kx, j, b0, b1);
 #pragma unroll
           for (int i = 0; i < NTILE; ++i)
             Mma16816(acc[i][n], a[i][0], a[i][1], a[i][2], a[i][3], b0, b1);

@@ -222,12 +222,12 @@ __global__ void __launch_bounds__(kThreads)
   const int g0 = s.group_start[grp], g1 = s.group_start[grp + 1];
   const int64_t gate0 = e * 2 * I + c0, up0 = e * 2 * I + I + c0;
   const TileLane tile[2] = {TileOf<F>(w, gate0, E * 2 * I, H), TileOf<F>(w, up0, E * 2 * I, H)};
-  const int64_t steps = H / StepK(F);
+  const int64_t steps = StepsOf(F, H);
   for (int s0 = g0; s0 < g1; s0 += kScaledPicks) {
     const int slot = s0 + g;
     const bf16* xrow[1] = {slot < g1 ? x + (s.pick_of_slot[slot] / topk) * H : nullptr};
     float acc[2][1][4] = {};
-    TileMma<F, 2, 1, 2>(tile, xrow, warp, steps, kWarps, acc);
+    TileMma<F, 2, 1, 2>(tile, xrow, warp, steps, kWarps, H, acc);
     __syncthreads();  // the previous pass's sums are read
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -269,12 +269,12 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t e = s.group_expert[grp], h0 = int64_t{blockIdx.x} * 16;
   const int g0 = s.group_start[grp], g1 = s.group_start[grp + 1];
   const TileLane tile[1] = {TileOf<F>(w, e * H + h0, E * H, I)};
-  const int64_t steps = I / StepK(F);
+  const int64_t steps = StepsOf(F, I);
   for (int s0 = g0; s0 < g1; s0 += kScaledPicks) {
     const int slot = s0 + g;
     const bf16* xrow[1] = {slot < g1 ? s.act + slot * I : nullptr};
     float acc[1][1][4] = {};
-    TileMma<F, 1, 1, 4>(tile, xrow, warp, steps, kWarps, acc);
+    TileMma<F, 1, 1, 4>(tile, xrow, warp, steps, kWarps, I, acc);
     __syncthreads();
     red[warp][g][2 * t] = acc[0][0][0];
     red[warp][g][2 * t + 1] = acc[0][0][1];
@@ -321,11 +321,9 @@ size_t MoeExpertGemvScratchBytes(int64_t picks, const MoeGemvDims& d) {
          Aligned(picks * d.inter * 2);
 }
 
-bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d, WeightKind gate_up,
-                             WeightKind down) {
+bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d) {
   return picks > 0 && picks <= kMoeGemvScaledMaxPicks && d.experts > 0 && d.experts <= 1024 &&
-         d.hidden % 16 == 0 && d.inter % 16 == 0 && d.hidden % StepK(gate_up) == 0 &&
-         d.inter % StepK(down) == 0;
+         d.hidden % 32 == 0 && d.inter % 32 == 0;
 }
 
 namespace {
@@ -347,7 +345,7 @@ void MoeExpertGemvScaled(const bf16* x, int64_t rows, const int32_t* ids, const 
                          const ScaledRows& down, const MoeGemvDims& d, void* scratch, float* ys,
                          int32_t* slot_of_pick, cudaStream_t stream) {
   const int64_t picks = rows * d.topk;
-  if (!MoeExpertGemvScaledFits(picks, d, gate_up.kind, down.kind))
+  if (!MoeExpertGemvScaledFits(picks, d))
     throw std::runtime_error("MoeExpertGemvScaled: batch does not fit");
   const Scratch s = Carve(scratch, picks, d);
   LaunchAfterPrior(GroupPicksKernel, 1, kGroupThreads, 2 * d.experts * sizeof(int32_t), stream, ids,

@@ -42,11 +42,10 @@ void MoeExpertGemv(const bf16* x, int64_t rows, const int32_t* ids, const bf16* 
 // K, picks in passes of 8, later passes reading the expert's weights from L2). Takes: picks up
 // to kMoeGemvScaledMaxPicks (beyond decode: a 512-token prefill chunk of top-4 still reads each
 // expert's quantized bytes once from HBM, where dequantizing every expert to bf16 would write and
-// read 4.5 bytes per weight), experts up to 1024, hidden and inter multiples of 16 and of each
-// weight's StepK along its K. Same scratch as MoeExpertGemv.
+// read 4.5 bytes per weight), experts up to 1024, hidden and inter multiples of 32. Same scratch as
+// MoeExpertGemv.
 constexpr int64_t kMoeGemvScaledMaxPicks = 2048;
-bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d, WeightKind gate_up,
-                             WeightKind down);
+bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d);
 void MoeExpertGemvScaled(const bf16* x, int64_t rows, const int32_t* ids, const ScaledRows& gate_up,
                          const ScaledRows& down, const MoeGemvDims& d, void* scratch, float* ys,
                          int32_t* slot_of_pick, cudaStream_t stream);

@@ -391,9 +391,11 @@ const bf16* ExpertRows(const ScaledRows& w, int64_t e0, int64_t n, int64_t rows_
 
 size_t MoeExpertsScaledWorkspaceBytes(int64_t rows, const MoeExpertsDims& d, WeightKind gate_up,
                                       WeightKind down) {
+  if (gate_up == WeightKind::kBf16 && down == WeightKind::kBf16)
+    return MoeExpertsWorkspaceBytes(rows, d);  // the bf16 paths themselves
   const int64_t picks = rows * d.topk;
   const MoeGemvDims gd{d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit};
-  return MoeExpertGemvScaledFits(picks, gd, gate_up, down) ? GemvLayout(picks, d).total() : 0;
+  return MoeExpertGemvScaledFits(picks, gd) ? GemvLayout(picks, d).total() : 0;
 }
 
 void MoeGroupedExpertsScaled(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
@@ -410,7 +412,7 @@ void MoeGroupedExpertsScaled(cublasHandle_t handle, const bf16* x, int64_t rows,
     return;
   }
   const MoeGemvDims gd{E, H, I, K, d.alpha, d.limit};
-  if (MoeExpertGemvScaledFits(picks, gd, gate_up.kind, down.kind)) {
+  if (MoeExpertGemvScaledFits(picks, gd)) {
     GemvExpertsScaled(x, rows, ids, weights, weights_t, gate_up, down, d, out, workspace, stream);
     return;
   }

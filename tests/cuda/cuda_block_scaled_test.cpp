@@ -235,6 +235,9 @@ void RealShapes(WeightFormat f) {
       {"shared / expert down 6144 x 3072", 6144, 3072},
       {"kv 512 x 6144", 512, 6144},
       {"index k 128 x 6144", 128, 6144},
+      // The demo model's widths: K not a multiple of a step (partial last steps).
+      {"demo 384 x 192", 384, 192},
+      {"demo 192 x 96", 192, 96},
   };
   const char* name = f == WeightFormat::kMxfp8 ? "MXFP8" : "NVFP4";
   uint32_t seed = 100;
@@ -447,6 +450,8 @@ TEST_CASE("MoeExperts on MXFP8 and NVFP4 experts matches the CPU on the dequanti
     // Beyond kMoeGemvScaledMaxPicks (600 rows, 2400 picks; narrower experts keep the CPU
     // reference affordable): experts dequantized to bf16 in one chunk and in chunks of 3.
     RunMoe(b, f, 16, 1024, 512, {{600, false, nullptr}, {600, true, "3"}});
+    // The demo model's widths (hidden 192, experts of 96: partial last steps), on the GEMVs.
+    RunMoe(b, f, 8, 192, 96, {{1, false, nullptr}, {5, true, nullptr}, {40, false, nullptr}});
   }
 }
 
