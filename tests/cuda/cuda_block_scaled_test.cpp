@@ -11,7 +11,9 @@
 // small ones included), quantized by the CPU quantizers; inputs bf16-exact. Tolerances: the GPU
 // rounds its output to bf16 (2^-9 relative) and sums in another order in f32, so each element
 // must be within 2^-8 |ref| + 1e-3 rms(ref) on the GEMV path; the prefill path also rounds the
-// dequantized NVFP4 weights (times their f32 global scale) to bf16, 2^-8 |ref| + 5e-3 rms(ref).
+// dequantized NVFP4 weights (times their f32 global scale) to bf16, an error of about
+// 1.1e-3 rms(ref) per output (2^-9 / sqrt(3) per weight), so 2^-8 |ref| + 1e-2 rms(ref) (9
+// standard deviations: millions of outputs are compared).
 // Ops compare by relative L2 below 1e-2 as the other op tests.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -271,7 +273,7 @@ void RealShapes(WeightFormat f) {
         for (int64_t r = 0; r < m; ++r)
           for (int64_t c : sample) got.push_back(y[static_cast<size_t>(r * h.n + c)]);
       }
-      const double worst = WorstError(got, ref, m <= 100 ? 1e-3 : 5e-3);
+      const double worst = WorstError(got, ref, m <= 100 ? 1e-3 : 1e-2);
       std::printf("  %-6s %-42s m %3lld  worst %.3f  rel L2 %.2e\n", name, s.name,
                   static_cast<long long>(m), worst, RelativeL2(got, ref));
       CHECK(worst <= 1.0);
@@ -286,7 +288,7 @@ void RealShapes(WeightFormat f) {
   cpu::BlockScaledLinear(x.data(), m, h.cpu_format(), h.codes.data(), h.scales.data(),
                          h.row_scale.data(), h.n, h.k, ref.data());
   const std::vector<float> y = GpuLinear(g, w, h, x, m);
-  const double worst = WorstError(y, ref, 5e-3);
+  const double worst = WorstError(y, ref, 1e-2);
   std::printf("  %-6s 8192-token prefill 512 x 6144                  worst %.3f\n", name, worst);
   CHECK(worst <= 1.0);
 }
