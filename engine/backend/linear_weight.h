@@ -6,7 +6,9 @@
 //    scales = e4m3 (kF8E4M3) [..., N, K / 16], row_scale = float32 [..., N]: the global scale
 //    (weight_scale_2) of the checkpoint tensor each row came from, so fused parts keep theirs.
 // kernels/cpu/microscaling.h defines the arithmetic. Devices without kernels for a format
-// dequantize at upload and hold kDense (the CPU backend: float32, the reference).
+// dequantize at upload and hold kDense (the CPU backend: float32, the reference). The CUDA
+// device keeps kMxfp8 / kNvfp4 in exactly this layout (no swizzle): its kernels
+// (kernels/cuda/block_scaled_*.cuh) read codes, scales and row_scale as they are.
 #pragma once
 
 #include <cstdint>

@@ -204,6 +204,96 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Block-scaled experts: a block per 16 output rows of one group, 8 warps splitting K into
+// steps, partial sums through shared memory, picks in passes of 8 (the MMA's N).
+constexpr int kScaledPicks = 8;
+
+// act[slot, c0 + r] = SwiGLU-OAI(gate row, up row) for the group's slots.
+template <WeightKind F>
+__global__ void __launch_bounds__(kThreads)
+    GateUpScaledKernel(const bf16* x, ScaledRows w, int64_t E, int64_t H, int64_t I, int64_t topk,
+                       float alpha, float limit, Scratch s) {
+  ChainedKernelStart();
+  const int grp = blockIdx.y;
+  if (grp >= *s.num_groups) return;
+  __shared__ float red[kWarps][2][16][kScaledPicks + 1];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t e = s.group_expert[grp], c0 = int64_t{blockIdx.x} * 16;
+  const int g0 = s.group_start[grp], g1 = s.group_start[grp + 1];
+  const int64_t gate0 = e * 2 * I + c0, up0 = e * 2 * I + I + c0;
+  const TileLane tile[2] = {TileOf<F>(w, gate0, E * 2 * I, H), TileOf<F>(w, up0, E * 2 * I, H)};
+  const int64_t steps = StepsOf(F, H);
+  for (int s0 = g0; s0 < g1; s0 += kScaledPicks) {
+    const int slot = s0 + g;
+    const bf16* xrow[1] = {slot < g1 ? x + (s.pick_of_slot[slot] / topk) * H : nullptr};
+    float acc[2][1][4] = {};
+    TileMma<F, 2, 1, 2>(tile, xrow, warp, steps, kWarps, H, acc);
+    __syncthreads();  // the previous pass's sums are read
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      red[warp][i][g][2 * t] = acc[i][0][0];
+      red[warp][i][g][2 * t + 1] = acc[i][0][1];
+      red[warp][i][g + 8][2 * t] = acc[i][0][2];
+      red[warp][i][g + 8][2 * t + 1] = acc[i][0][3];
+    }
+    __syncthreads();
+    if (threadIdx.x < 16 * kScaledPicks) {
+      const int r = threadIdx.x % 16, c = threadIdx.x / 16;
+      if (s0 + c < g1 && c0 + r < I) {
+        float gate = 0.0f, up = 0.0f;
+#pragma unroll
+        for (int q = 0; q < kWarps; ++q) {
+          gate += red[q][0][r][c];
+          up += red[q][1][r][c];
+        }
+        gate *= Kind<F>::kPost * (w.row_scale ? w.row_scale[gate0 + r] : 1.0f);
+        up *= Kind<F>::kPost * (w.row_scale ? w.row_scale[up0 + r] : 1.0f);
+        const float gs = fminf(gate, limit);
+        const float us = fminf(fmaxf(up, -limit), limit);
+        s.act[(s0 + c) * I + c0 + r] =
+            __float2bfloat16((us + 1.0f) * (gs / (1.0f + expf(-alpha * gs))));
+      }
+    }
+  }
+}
+
+// ys[slot, h0 + r] = down row . act[slot] for the group's slots.
+template <WeightKind F>
+__global__ void __launch_bounds__(kThreads)
+    DownScaledKernel(ScaledRows w, int64_t E, int64_t H, int64_t I, Scratch s, float* ys) {
+  ChainedKernelStart();
+  const int grp = blockIdx.y;
+  if (grp >= *s.num_groups) return;
+  __shared__ float red[kWarps][16][kScaledPicks + 1];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t e = s.group_expert[grp], h0 = int64_t{blockIdx.x} * 16;
+  const int g0 = s.group_start[grp], g1 = s.group_start[grp + 1];
+  const TileLane tile[1] = {TileOf<F>(w, e * H + h0, E * H, I)};
+  const int64_t steps = StepsOf(F, I);
+  for (int s0 = g0; s0 < g1; s0 += kScaledPicks) {
+    const int slot = s0 + g;
+    const bf16* xrow[1] = {slot < g1 ? s.act + slot * I : nullptr};
+    float acc[1][1][4] = {};
+    TileMma<F, 1, 1, 4>(tile, xrow, warp, steps, kWarps, I, acc);
+    __syncthreads();
+    red[warp][g][2 * t] = acc[0][0][0];
+    red[warp][g][2 * t + 1] = acc[0][0][1];
+    red[warp][g + 8][2 * t] = acc[0][0][2];
+    red[warp][g + 8][2 * t + 1] = acc[0][0][3];
+    __syncthreads();
+    if (threadIdx.x < 16 * kScaledPicks) {
+      const int r = threadIdx.x % 16, c = threadIdx.x / 16;
+      if (s0 + c < g1 && h0 + r < H) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int q = 0; q < kWarps; ++q) sum += red[q][r][c];
+        ys[(s0 + c) * H + h0 + r] =
+            sum * Kind<F>::kPost * (w.row_scale ? w.row_scale[e * H + h0 + r] : 1.0f);
+      }
+    }
+  }
+}
+
 void Check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
     throw std::runtime_error(std::string("MoeExpertGemv: ") + what + ": " + cudaGetErrorString(e));
@@ -229,6 +319,61 @@ bool MoeExpertGemvFits(int64_t picks, const MoeGemvDims& d) {
 size_t MoeExpertGemvScratchBytes(int64_t picks, const MoeGemvDims& d) {
   return Aligned(d.experts * 4) + Aligned((d.experts + 1) * 4) + Aligned(4) + Aligned(picks * 4) +
          Aligned(picks * d.inter * 2);
+}
+
+bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d) {
+  return picks > 0 && picks <= kMoeGemvScaledMaxPicks && d.experts > 0 && d.experts <= 1024 &&
+         d.hidden % 32 == 0 && d.inter % 32 == 0;
+}
+
+namespace {
+template <WeightKind F>
+void LaunchGateUpScaled(const bf16* x, const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
+                        unsigned max_groups, cudaStream_t stream) {
+  LaunchAfterPrior(GateUpScaledKernel<F>, dim3(Blocks(d.inter, 16), max_groups), kThreads, 0,
+                   stream, x, w, d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit, s);
+}
+template <WeightKind F>
+void LaunchDownScaled(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
+                      unsigned max_groups, float* ys, cudaStream_t stream) {
+  LaunchAfterPrior(DownScaledKernel<F>, dim3(Blocks(d.hidden, 16), max_groups), kThreads, 0, stream,
+                   w, d.experts, d.hidden, d.inter, s, ys);
+}
+}  // namespace
+
+void MoeExpertGemvScaled(const bf16* x, int64_t rows, const int32_t* ids, const ScaledRows& gate_up,
+                         const ScaledRows& down, const MoeGemvDims& d, void* scratch, float* ys,
+                         int32_t* slot_of_pick, cudaStream_t stream) {
+  const int64_t picks = rows * d.topk;
+  if (!MoeExpertGemvScaledFits(picks, d))
+    throw std::runtime_error("MoeExpertGemvScaled: batch does not fit");
+  const Scratch s = Carve(scratch, picks, d);
+  LaunchAfterPrior(GroupPicksKernel, 1, kGroupThreads, 2 * d.experts * sizeof(int32_t), stream, ids,
+                   static_cast<int>(picks), static_cast<int>(d.experts), s, slot_of_pick);
+  CheckLaunch("MoeExpertGemvScaled grouping");
+  const unsigned max_groups = static_cast<unsigned>(picks < d.experts ? picks : d.experts);
+  switch (gate_up.kind) {
+    case WeightKind::kMxfp8:
+      LaunchGateUpScaled<WeightKind::kMxfp8>(x, gate_up, d, s, max_groups, stream);
+      break;
+    case WeightKind::kNvfp4:
+      LaunchGateUpScaled<WeightKind::kNvfp4>(x, gate_up, d, s, max_groups, stream);
+      break;
+    default:
+      LaunchGateUpScaled<WeightKind::kBf16>(x, gate_up, d, s, max_groups, stream);
+  }
+  CheckLaunch("MoeExpertGemvScaled gate_up");
+  switch (down.kind) {
+    case WeightKind::kMxfp8:
+      LaunchDownScaled<WeightKind::kMxfp8>(down, d, s, max_groups, ys, stream);
+      break;
+    case WeightKind::kNvfp4:
+      LaunchDownScaled<WeightKind::kNvfp4>(down, d, s, max_groups, ys, stream);
+      break;
+    default:
+      LaunchDownScaled<WeightKind::kBf16>(down, d, s, max_groups, ys, stream);
+  }
+  CheckLaunch("MoeExpertGemvScaled down");
 }
 
 void MoeExpertGemv(const bf16* x, int64_t rows, const int32_t* ids, const bf16* gate_up,

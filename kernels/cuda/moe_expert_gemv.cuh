@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/block_scaled_mma.cuh"
 #include "kernels/cuda/cuda_util.cuh"
 
 namespace m3::kernels::cuda {
@@ -33,5 +34,20 @@ size_t MoeExpertGemvScratchBytes(int64_t picks, const MoeGemvDims& d);
 void MoeExpertGemv(const bf16* x, int64_t rows, const int32_t* ids, const bf16* gate_up,
                    const bf16* down, const MoeGemvDims& d, void* scratch, float* ys,
                    int32_t* slot_of_pick, cudaStream_t stream);
+
+// The same with block-scaled weights (block_scaled_mma.cuh: MXFP8, NVFP4, or bf16 for either):
+// gate_up rows [E * 2 inter, hidden], down rows [E * hidden, inter]. Each selected expert's
+// quantized bytes are read once per step, dequantized in registers and multiplied on the tensor
+// cores (a block per 16 output rows (gate and up rows together) and group, its 8 warps splitting
+// K, picks in passes of 8, later passes reading the expert's weights from L2). Takes: picks up
+// to kMoeGemvScaledMaxPicks (beyond decode: a 512-token prefill chunk of top-4 still reads each
+// expert's quantized bytes once from HBM, where dequantizing every expert to bf16 would write and
+// read 4.5 bytes per weight), experts up to 1024, hidden and inter multiples of 32. Same scratch as
+// MoeExpertGemv.
+constexpr int64_t kMoeGemvScaledMaxPicks = 2048;
+bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d);
+void MoeExpertGemvScaled(const bf16* x, int64_t rows, const int32_t* ids, const ScaledRows& gate_up,
+                         const ScaledRows& down, const MoeGemvDims& d, void* scratch, float* ys,
+                         int32_t* slot_of_pick, cudaStream_t stream);
 
 }  // namespace m3::kernels::cuda

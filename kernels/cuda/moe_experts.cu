@@ -17,7 +17,8 @@
 //   out, which the grouped call refuses) per expert; per-expert GEMMs spread over side streams.
 // Negative ids (expert parallelism: picks of experts another rank holds) add nothing on any
 // path. M3_MOE_GEMM=gemv|pick|padded|grouped|loop forces a path where it can run (tests,
-// benchmarks).
+// benchmarks); M3_MOE_DEQUANT_CHUNK_EXPERTS=n sets the experts per dequantized chunk of the
+// block-scaled large-batch path (tests).
 #include "kernels/cuda/moe_experts.cuh"
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/block_scaled_dequantize.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/cuda/moe_expert_gemv.cuh"
@@ -352,7 +354,114 @@ void GemvExperts(const bf16* x, int64_t rows, const int32_t* ids, const void* we
   Unpermute(ys, slot_of_pick, ids, weights, weights_t, rows, K, H, d.scale, out, stream);
 }
 
+void GemvExpertsScaled(const bf16* x, int64_t rows, const int32_t* ids, const void* weights,
+                       ElemType weights_t, const ScaledRows& gate_up, const ScaledRows& down,
+                       const MoeExpertsDims& d, bf16* out, const MoeWorkspace& ws,
+                       cudaStream_t stream) {
+  const int64_t H = d.hidden, K = d.topk, picks = rows * K;
+  const MoeGemvDims gd{d.experts, H, d.inter, K, d.alpha, d.limit};
+  const GemvLayout l(picks, d);
+  const CallScratch scratch(l.total(), ws, stream);
+  int32_t* slot_of_pick = reinterpret_cast<int32_t*>(scratch.get() + l.own);
+  float* ys = reinterpret_cast<float*>(scratch.get() + l.own + l.slots);
+  MoeExpertGemvScaled(x, rows, ids, gate_up, down, gd, scratch.get(), ys, slot_of_pick, stream);
+  Unpermute(ys, slot_of_pick, ids, weights, weights_t, rows, K, H, d.scale, out, stream);
+}
+
+// ids of experts [first, first + count) as 0.., the others -1 (another chunk's: nothing).
+__global__ void ChunkIdsKernel(const int32_t* ids, int64_t picks, int32_t first, int32_t count,
+                               int32_t* local) {
+  ChainedKernelStart();
+  const int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (p >= picks) return;
+  const int32_t e = ids[p];
+  local[p] = e >= first && e < first + count ? e - first : -1;
+}
+
+// Expert rows [e0 * rows_per, (e0 + n) * rows_per) of w as bf16: the weights themselves when
+// they are bf16, else dequantized into `buf`.
+const bf16* ExpertRows(const ScaledRows& w, int64_t e0, int64_t n, int64_t rows_per, int64_t k,
+                       bf16* buf, cudaStream_t stream) {
+  if (w.kind == WeightKind::kBf16) return static_cast<const bf16*>(w.data) + e0 * rows_per * k;
+  DequantizeScaledRows(w, e0 * rows_per, n * rows_per, k, buf, stream);
+  return buf;
+}
+
 }  // namespace
+
+size_t MoeExpertsScaledWorkspaceBytes(int64_t rows, const MoeExpertsDims& d, WeightKind gate_up,
+                                      WeightKind down) {
+  if (gate_up == WeightKind::kBf16 && down == WeightKind::kBf16)
+    return MoeExpertsWorkspaceBytes(rows, d);  // the bf16 paths themselves
+  const int64_t picks = rows * d.topk;
+  const MoeGemvDims gd{d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit};
+  return MoeExpertGemvScaledFits(picks, gd) ? GemvLayout(picks, d).total() : 0;
+}
+
+void MoeGroupedExpertsScaled(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
+                             const void* weights, ElemType weights_t, const ScaledRows& gate_up,
+                             const ScaledRows& down, const MoeExpertsDims& d, bf16* out,
+                             cudaStream_t stream, const MoeWorkspace& workspace) {
+  const int64_t H = d.hidden, I = d.inter, E = d.experts, K = d.topk, picks = rows * K;
+  if (rows <= 0) return;
+  if (K > kMaxTopk) throw std::runtime_error("MoeGroupedExperts: top-k above 32");
+  if (gate_up.kind == WeightKind::kBf16 && down.kind == WeightKind::kBf16) {
+    MoeGroupedExperts(handle, x, rows, ids, weights, weights_t,
+                      static_cast<const bf16*>(gate_up.data), static_cast<const bf16*>(down.data),
+                      d, out, stream, workspace);
+    return;
+  }
+  const MoeGemvDims gd{E, H, I, K, d.alpha, d.limit};
+  if (MoeExpertGemvScaledFits(picks, gd)) {
+    GemvExpertsScaled(x, rows, ids, weights, weights_t, gate_up, down, d, out, workspace, stream);
+    return;
+  }
+  // Prefill-sized: the experts that have picks, dequantized chunk by chunk (one host
+  // synchronization to learn which, then the bf16 path's own per chunk).
+  std::vector<int32_t> host_ids(picks);
+  Check(cudaMemcpyAsync(host_ids.data(), ids, picks * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                        stream),
+        "expert ids download");
+  Check(cudaStreamSynchronize(stream), "expert ids download");
+  std::vector<char> used(E, 0);
+  for (int32_t e : host_ids) {
+    if (e >= E) throw std::runtime_error("MoeGroupedExperts: expert id out of range");
+    if (e >= 0) used[e] = 1;
+  }
+  const size_t per_expert = static_cast<size_t>(3 * I * H) * 2;
+  int64_t chunk = static_cast<int64_t>(kMoeDequantChunkBytes / per_expert);
+  if (const char* v = std::getenv("M3_MOE_DEQUANT_CHUNK_EXPERTS"))  // tests: several chunks
+    chunk = std::atoll(v);
+  chunk = std::clamp<int64_t>(chunk, 1, E);
+  const size_t gu_bytes = Aligned(static_cast<size_t>(chunk * 2 * I * H) * 2);
+  const size_t down_bytes = Aligned(static_cast<size_t>(chunk * H * I) * 2);
+  char* scratch = nullptr;
+  Check(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
+                        gu_bytes + down_bytes + Aligned(picks * sizeof(int32_t)), stream),
+        "scratch allocation");
+  bf16* gu_buf = reinterpret_cast<bf16*>(scratch);
+  bf16* down_buf = reinterpret_cast<bf16*>(scratch + gu_bytes);
+  int32_t* local = reinterpret_cast<int32_t*>(scratch + gu_bytes + down_bytes);
+  MoeExpertsDims cd = d;
+  try {
+    for (int64_t e0 = 0; e0 < E; e0 += chunk) {
+      const int64_t n = std::min(chunk, E - e0);
+      if (std::none_of(used.begin() + e0, used.begin() + e0 + n, [](char u) { return u != 0; }))
+        continue;
+      const bf16* gu = ExpertRows(gate_up, e0, n, 2 * I, H, gu_buf, stream);
+      const bf16* dn = ExpertRows(down, e0, n, H, I, down_buf, stream);
+      LaunchAfterPrior(ChunkIdsKernel, Blocks(picks, 256), 256, 0, stream, ids, picks,
+                       static_cast<int32_t>(e0), static_cast<int32_t>(n), local);
+      CheckLaunch("MoeGroupedExperts chunk ids");
+      cd.experts = n;
+      MoeGroupedExperts(handle, x, rows, local, weights, weights_t, gu, dn, cd, out, stream);
+    }
+  } catch (...) {
+    cudaFreeAsync(scratch, stream);
+    throw;
+  }
+  Check(cudaFreeAsync(scratch, stream), "scratch release");
+}
 
 size_t MoeExpertsWorkspaceBytes(int64_t rows, const MoeExpertsDims& d) {
   const int64_t picks = rows * d.topk;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/block_scaled_mma.cuh"
 #include "kernels/cuda/cuda_util.cuh"
 
 namespace m3::kernels::cuda {
@@ -43,6 +44,21 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
                        const void* weights, ElemType weights_t, const bf16* gate_up,
                        const bf16* down, const MoeExpertsDims& dims, bf16* out, cudaStream_t stream,
                        const MoeWorkspace& workspace = {});
+
+// The same with block-scaled expert weights (block_scaled_mma.cuh: gate_up rows [E * 2I, H],
+// down rows [E * H, I], each MXFP8, NVFP4 or bf16). Batches up to kMoeGemvScaledMaxPicks (2048)
+// picks run the block-scaled expert GEMVs (moe_expert_gemv.cuh), which read
+// only the selected experts' quantized bytes, with no host synchronization; larger ones
+// dequantize the experts in chunks of at most kMoeDequantChunkBytes of bf16 into stream-ordered
+// scratch and run each chunk's picks through the bf16 paths above (the output is rounded to bf16
+// once per chunk that holds picks).
+constexpr size_t kMoeDequantChunkBytes = size_t{1} << 30;
+size_t MoeExpertsScaledWorkspaceBytes(int64_t rows, const MoeExpertsDims& dims, WeightKind gate_up,
+                                      WeightKind down);
+void MoeGroupedExpertsScaled(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
+                             const void* weights, ElemType weights_t, const ScaledRows& gate_up,
+                             const ScaledRows& down, const MoeExpertsDims& dims, bf16* out,
+                             cudaStream_t stream, const MoeWorkspace& workspace = {});
 
 // How many grouped GEMM calls this process ran as per-expert loops instead (cuBLAS refused the
 // grouped call), for benchmarks to report which path they measured.

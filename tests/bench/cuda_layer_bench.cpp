@@ -166,6 +166,7 @@ class TimedBackend : public be::Device, public be::M3Ops {
   }
 
   void Label(const DeviceTensor& w, const std::string& name) { labels_[w.data<void>()] = name; }
+  void Label(const be::LinearWeight& w, const std::string& name) { Label(w.w, name); }
   bool timing = false;
   bool probing = false;
   std::vector<int32_t> last_ids;  // the latest probed MoE ids
@@ -250,9 +251,9 @@ class TimedBackend : public be::Device, public be::M3Ops {
   void Gelu(const DeviceTensor& x) override {
     Timed("Gelu", [&] { ops_.Gelu(x); });
   }
-  void Linear(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor* b,
+  void Linear(const DeviceTensor& x, const be::LinearWeight& w, const DeviceTensor* b,
               const DeviceTensor& y) override {
-    Timed("Linear " + LabelOf(w), [&] { ops_.Linear(x, w, b, y); });
+    Timed("Linear " + LabelOf(w.w), [&] { ops_.Linear(x, w, b, y); });
   }
   void QkNormRopeToCache(const DeviceTensor& qkv, const be::QkvLayout& l,
                          const be::QkNormWeights& n, const be::StepMetadata& m,
@@ -288,7 +289,7 @@ class TimedBackend : public be::Device, public be::M3Ops {
     Timed("MoeRoute", [&] { ops_.MoeRoute(l, b, ids, w, local); });
   }
   void MoeExperts(const DeviceTensor& x, const DeviceTensor& ids, const DeviceTensor& w,
-                  const DeviceTensor& gu, const DeviceTensor& d, const be::SwigluParams& p,
+                  const be::LinearWeight& gu, const be::LinearWeight& d, const be::SwigluParams& p,
                   float scale, const DeviceTensor& out) override {
     if (probing) {
       last_ids.resize(ids.numel());

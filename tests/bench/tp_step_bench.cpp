@@ -199,10 +199,19 @@ class TimedCommunicator : public Communicator {
   template <typename Fn>
   void Timed(Fn&& fn) {
     if (used_ + 2 > pool_.size()) throw std::runtime_error("TimedCommunicator: event pool spent");
-    Cuda(cudaEventRecordWithFlags(pool_[used_], stream_, cudaEventRecordExternal), "event");
+    Record(pool_[used_]);
     fn();
-    Cuda(cudaEventRecordWithFlags(pool_[used_ + 1], stream_, cudaEventRecordExternal), "event");
+    Record(pool_[used_ + 1]);
     used_ += 2;
+  }
+  // cudaEventRecordExternal is only legal while the stream is being captured.
+  void Record(cudaEvent_t e) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    Cuda(cudaStreamIsCapturing(stream_, &status), "capture status");
+    if (status == cudaStreamCaptureStatusActive)
+      Cuda(cudaEventRecordWithFlags(e, stream_, cudaEventRecordExternal), "event (captured)");
+    else
+      Cuda(cudaEventRecord(e, stream_), "event");
   }
 
   Communicator& inner_;

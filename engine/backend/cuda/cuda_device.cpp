@@ -258,6 +258,44 @@ class GpuDevice final : public CudaDevice {
     return t;
   }
 
+  // Block-scaled Linears stay quantized (linear_weight.h's layout, the kernels of
+  // kernels/cuda/block_scaled_*.cuh read it as it is): the parts' codes and scales are copied
+  // byte for byte, concatenated; NVFP4's row_scale holds each row's part global scale.
+  LinearWeight UploadQuantizedLinear(WeightFormat format, std::span<const QuantizedPart> parts,
+                                     Shape shape) override {
+    CheckQuantizedParts(format, parts, shape);
+    const bool mx = format == WeightFormat::kMxfp8;
+    const int64_t K = shape.back(), N = NumElements(shape) / K;
+    LinearWeight lw;
+    lw.format = format;
+    Shape codes = shape, scales = shape;
+    codes.back() = mx ? K : K / 2;
+    scales.back() = K / WeightFormatBlock(format);
+    lw.w = Make(mx ? DType::kF8E4M3 : DType::kU8, std::move(codes), true);
+    lw.scales = Make(mx ? DType::kU8 : DType::kF8E4M3, std::move(scales), true);
+    size_t code_at = 0, scale_at = 0;
+    std::vector<float> row_scale;
+    for (const QuantizedPart& p : parts) {
+      CopyBytes(p.codes.data, p.codes.nbytes, lw.w.data<uint8_t>() + code_at);
+      CopyBytes(p.scales.data, p.scales.nbytes, lw.scales.data<uint8_t>() + scale_at);
+      code_at += p.codes.nbytes;
+      scale_at += p.scales.nbytes;
+      if (!mx)
+        row_scale.insert(row_scale.end(), static_cast<size_t>(p.codes.shape[0]), p.global_scale);
+    }
+    Check(code_at == lw.w.bytes() && scale_at == lw.scales.bytes(),
+          "UploadQuantizedLinear: parts do not fill the shape");
+    if (!mx) {
+      Shape rows(shape.begin(), shape.end() - 1);
+      lw.row_scale = Make(DType::kF32, std::move(rows), true);
+      Check(static_cast<int64_t>(row_scale.size()) == N, "UploadQuantizedLinear: row scales");
+      Upload(row_scale.data(), lw.row_scale);
+      CudaCheck(cudaStreamSynchronize(S()), "row scale upload");
+    }
+    weight_bytes_ += lw.bytes();
+    return lw;
+  }
+
   StepMetadata PrepareStep(const ForwardBatch& b, int64_t page_size,
                            std::span<const float> rope_cos, std::span<const float> rope_sin,
                            int64_t rotary_dim) override {
@@ -318,6 +356,28 @@ class GpuDevice final : public CudaDevice {
     t.shape = std::move(shape);
     t.buffer = std::make_shared<CudaBuffer>(t.bytes(), persistent, ctx_);
     return t;
+  }
+
+  // bytes from host memory (mmapped) to device memory through the pinned staging buffers, as
+  // UploadWeight moves its chunks, without conversion.
+  void CopyBytes(const uint8_t* from, size_t bytes, uint8_t* to) {
+    EnsureStaging();
+    for (size_t begin = 0; begin < bytes; begin += kStagingBytes) {
+      const size_t len = std::min(kStagingBytes, bytes - begin);
+      const int b = next_staging_;
+      next_staging_ ^= 1;
+      CudaCheck(cudaEventSynchronize(staging_done_[b]), "weight staging");
+      uint8_t* pinned = static_cast<uint8_t*>(pinned_[b]);
+      const int64_t n = static_cast<int64_t>(len);
+      constexpr int64_t kPiece = int64_t{1} << 20;
+      kernels::cpu::ParallelFor((n + kPiece - 1) / kPiece, 1, [&](int64_t lo, int64_t hi) {
+        const int64_t first = lo * kPiece, last = std::min(n, hi * kPiece);
+        std::memcpy(pinned + first, from + begin + first, static_cast<size_t>(last - first));
+      });
+      CudaCheck(cudaMemcpyAsync(to + begin, pinned, len, cudaMemcpyHostToDevice, S()),
+                "weight upload");
+      CudaCheck(cudaEventRecord(staging_done_[b], S()), "weight staging");
+    }
   }
 
   void EnsureStaging() {

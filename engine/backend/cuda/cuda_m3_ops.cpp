@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/backend/cuda/cuda_checks.h"
+#include "kernels/cuda/block_scaled_linear.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/kv_cache_fp8.cuh"
@@ -49,6 +50,20 @@ k::KvPages KvOf(const LayerKvCache& c) {
         "FP8 KV cache dtypes");
   return k::Fp8Kv(c.k.data<uint8_t>(), c.v.data<uint8_t>(), c.k_scales.data<float>(),
                   c.v_scales.data<float>());
+}
+
+// A block-scaled weight as the kernels read it, its tensors' dtypes and widths checked.
+k::ScaledRows RowsOf(const LinearWeight& w, const char* op) {
+  const bool mx = w.format == WeightFormat::kMxfp8;
+  const int64_t K = w.in_features(), rows = w.numel() / K;
+  Check(
+      w.quantized() && w.w.dtype == (mx ? DType::kF8E4M3 : DType::kU8) &&
+          w.scales.dtype == (mx ? DType::kU8 : DType::kF8E4M3) &&
+          w.scales.numel() == rows * (K / WeightFormatBlock(w.format)) &&
+          (mx || (w.row_scale && w.row_scale.dtype == DType::kF32 && w.row_scale.numel() == rows)),
+      (std::string(op) + ": block-scaled weight tensors").c_str());
+  return {mx ? k::WeightKind::kMxfp8 : k::WeightKind::kNvfp4, w.w.data<void>(),
+          w.scales.data<uint8_t>(), mx ? nullptr : w.row_scale.data<float>()};
 }
 
 k::PagedLayout Layout(const StepMetadata& m) {
@@ -141,6 +156,10 @@ class CudaM3Ops final : public M3Ops {
 
   void Linear(const DeviceTensor& x, const LinearWeight& lw, const DeviceTensor* bias,
               const DeviceTensor& y) override {
+    if (lw.quantized()) {
+      ScaledLinear(x, lw, bias, y);
+      return;
+    }
     const DeviceTensor& w = Dense(lw, "Linear");
     const int64_t K = w.dim(w.shape.size() - 1), N = w.numel() / K, M = x.numel() / K;
     Check(x.numel() == M * K && y.numel() == M * N && (!bias || bias->numel() == N),
@@ -159,6 +178,27 @@ class CudaM3Ops final : public M3Ops {
     Run("Linear", [&] {
       k::Linear(dev_.blas(), xb.data<bf16>(), M, K, w.data<bf16>(), N,
                 bias ? bias->data<float>() : nullptr, y.data<void>(), ToElem(y.dtype), S());
+    });
+  }
+
+  // Linear with MXFP8 / NVFP4 weights: the decode GEMV or dequantized chunks on cuBLAS
+  // (kernels/cuda/block_scaled_linear.cuh), scratch from the op scratch.
+  void ScaledLinear(const DeviceTensor& x, const LinearWeight& lw, const DeviceTensor* bias,
+                    const DeviceTensor& y) {
+    const int64_t K = lw.in_features(), N = lw.numel() / K, M = x.numel() / K;
+    Check(x.numel() == M * K && y.numel() == M * N && (!bias || bias->numel() == N),
+          "Linear shapes");
+    Check(IsFloatActivation(x.dtype) && IsFloatActivation(y.dtype) &&
+              (!bias || bias->dtype == DType::kF32),
+          "Linear dtypes");
+    const k::ScaledRows w = RowsOf(lw, "Linear");
+    const DeviceTensor xb = AsBf16(x);
+    const size_t bytes = k::BlockScaledLinearWorkspaceBytes(M, N, K, w.kind);
+    void* ws = OpScratch(bytes);
+    Run("Linear", [&] {
+      k::BlockScaledLinear(dev_.blas(), xb.data<bf16>(), M, w, N, K,
+                           bias ? bias->data<float>() : nullptr, y.data<void>(), ToElem(y.dtype),
+                           ws, bytes, S());
     });
   }
 
@@ -315,6 +355,10 @@ class CudaM3Ops final : public M3Ops {
   void MoeExperts(const DeviceTensor& x, const DeviceTensor& ids, const DeviceTensor& weights,
                   const LinearWeight& gate_up_w, const LinearWeight& down_w, const SwigluParams& p,
                   float scale, const DeviceTensor& out) override {
+    if (gate_up_w.quantized() || down_w.quantized()) {
+      ScaledMoeExperts(x, ids, weights, gate_up_w, down_w, p, scale, out);
+      return;
+    }
     const DeviceTensor& gate_up = Dense(gate_up_w, "MoeExperts");
     const DeviceTensor& down = Dense(down_w, "MoeExperts");
     k::MoeExpertsDims d;
@@ -337,6 +381,39 @@ class CudaM3Ops final : public M3Ops {
                            weights.data<void>(), ToElem(weights.dtype), gate_up.data<bf16>(),
                            down.data<bf16>(), d, out.data<bf16>(), S(), ws);
     });
+  }
+
+  // MoeExperts with MXFP8 / NVFP4 experts (either projection may also be bf16):
+  // kernels/cuda/moe_experts.cuh's block-scaled entry.
+  void ScaledMoeExperts(const DeviceTensor& x, const DeviceTensor& ids, const DeviceTensor& weights,
+                        const LinearWeight& gate_up, const LinearWeight& down,
+                        const SwigluParams& p, float scale, const DeviceTensor& out) {
+    Check(gate_up.shape().size() == 3 && down.shape().size() == 3, "MoeExperts weight ranks");
+    k::MoeExpertsDims d;
+    d.experts = gate_up.shape()[0];
+    d.inter = gate_up.shape()[1] / 2;
+    d.hidden = gate_up.shape()[2];
+    d.topk = ids.row_elems();
+    d.alpha = p.alpha;
+    d.limit = p.limit;
+    d.scale = scale;
+    Check(down.shape() == Shape{d.experts, d.hidden, d.inter} && out.numel() == x.numel() &&
+              x.numel() == x.rows() * d.hidden && x.dtype == DType::kBF16 &&
+              out.dtype == DType::kBF16 && IsFloatActivation(weights.dtype),
+          "MoeExperts shapes");
+    const k::ScaledRows gu = ExpertRowsOf(gate_up), dn = ExpertRowsOf(down);
+    const size_t bytes = k::MoeExpertsScaledWorkspaceBytes(x.rows(), d, gu.kind, dn.kind);
+    const k::MoeWorkspace ws{OpScratch(bytes), bytes};
+    Run("MoeExperts", [&] {
+      k::MoeGroupedExpertsScaled(dev_.blas(), x.data<bf16>(), x.rows(), ids.data<int32_t>(),
+                                 weights.data<void>(), ToElem(weights.dtype), gu, dn, d,
+                                 out.data<bf16>(), S(), ws);
+    });
+  }
+  static k::ScaledRows ExpertRowsOf(const LinearWeight& w) {
+    if (w.quantized()) return RowsOf(w, "MoeExperts");
+    Check(w.w.dtype == DType::kBF16, "MoeExperts dense expert dtype");
+    return {k::WeightKind::kBf16, w.w.data<void>(), nullptr, nullptr};
   }
 
   void SegmentAttention(const DeviceTensor& qkv, const DeviceTensor& cos, const DeviceTensor& sin,
@@ -365,6 +442,17 @@ class CudaM3Ops final : public M3Ops {
  private:
   cudaStream_t S() const { return dev_.stream(); }
   void* OpScratch(size_t bytes) { return dev_.OpScratch(bytes); }
+
+  // t itself when bf16, else a bf16 copy (GEMM inputs).
+  DeviceTensor AsBf16(const DeviceTensor& t) {
+    if (t.dtype == DType::kBF16) return t;
+    DeviceTensor b = dev_.Alloc(DType::kBF16, t.shape);
+    Run("AsBf16", [&] {
+      k::ConvertFloats(t.data<void>(), ToElem(t.dtype), b.data<void>(), ElemType::kBF16, t.numel(),
+                       S());
+    });
+    return b;
+  }
 
   // t itself when float32, else a float32 copy (tables the kernels read in f32).
   DeviceTensor AsF32(const DeviceTensor& t) {

@@ -1,0 +1,277 @@
+// Block-scaled weight rows (MXFP8, NVFP4, or plain bf16) as operands of bf16 tensor-core MMAs
+// (mma.sync m16n8k16, f32 accumulation), for the weight-streaming kernels of decode-sized
+// batches (block_scaled_gemv.cu, the quantized MoE expert GEMVs): a warp owns 16 weight rows
+// (the MMA's M) and up to 8 input rows per MMA (its N), and streams the weights with one 16-byte
+// load per lane and row per step, dequantized in registers.
+//
+// The arithmetic is exact up to the f32 accumulation: an e4m3 code times its e8m0 scale, and an
+// e2m1 value times its e4m3 scale, are exact in bf16 (at most 6 significant bits), so the MMA
+// multiplies the weights of kernels/cpu/microscaling.h exactly; NVFP4's f32 global scale (the
+// row_scale) multiplies the f32 result. Codes become bf16 by moving their bits into a bf16 (the
+// value times 2^-120 for e4m3, 2^-126 for e2m1, both possibly subnormal) and one bf16 multiply by
+// the block scale times the inverse power (bf16 arithmetic keeps subnormals).
+//
+// The K order inside an MMA is free as long as both operands agree: lane (g, t) feeds the MMA the
+// weights it loaded (16 bytes of rows g and g + 8 at the K offset of thread t) and the input
+// values at the same K positions, so loads stay contiguous. NVFP4 pairs element i with i + 4 of
+// each 8-element word (a bf16x2 register), which makes both halves one shift apart; the inputs
+// are paired the same way with a byte permute.
+//
+// Limits (finite weights as checkpoints hold): MXFP8 block scales up to 2^7 (|w| < 57344);
+// e4m3 NaN codes and e8m0 0xff are not treated specially.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_fp8.h>
+
+#include "kernels/cuda/cuda_util.cuh"
+
+namespace m3::kernels::cuda {
+
+#ifdef __CUDACC__
+#define M3_SCALED_HD __host__ __device__
+#else
+#define M3_SCALED_HD
+#endif
+
+enum class WeightKind : int { kBf16 = 0, kMxfp8 = 1, kNvfp4 = 2 };
+
+// Rows [rows, k] of a weight in one of the kinds (linear_weight.h's layouts):
+//  kBf16: data bf16 [rows, k];
+//  kMxfp8: data e4m3 [rows, k], scales e8m0 [rows, k / 32];
+//  kNvfp4: data packed e2m1 [rows, k / 2] (even element in the low nibble), scales e4m3
+//          [rows, k / 16], row_scale f32 [rows] (the global scale of each row's tensor).
+struct ScaledRows {
+  WeightKind kind = WeightKind::kBf16;
+  const void* data = nullptr;
+  const uint8_t* scales = nullptr;
+  const float* row_scale = nullptr;
+};
+
+// Bytes of one row's codes.
+M3_SCALED_HD inline int64_t RowBytes(WeightKind kind, int64_t k) {
+  return kind == WeightKind::kNvfp4 ? k / 2 : kind == WeightKind::kMxfp8 ? k : 2 * k;
+}
+// K covered by one warp step (4 lanes of 16 bytes per row).
+M3_SCALED_HD inline constexpr int64_t StepK(WeightKind kind) {
+  return kind == WeightKind::kNvfp4 ? 128 : kind == WeightKind::kMxfp8 ? 64 : 32;
+}
+
+#ifdef __CUDACC__
+
+template <WeightKind F>
+struct Kind {
+  static constexpr int64_t kStepK = StepK(F);
+  static constexpr int kMmas = static_cast<int>(kStepK / 16);  // MMAs per step
+  M3_SCALED_HD static constexpr int64_t kScaleCols(int64_t k) {
+    return F == WeightKind::kNvfp4 ? k / 16 : F == WeightKind::kMxfp8 ? k / 32 : 0;
+  }
+  // The factor the accumulated sums of a row are multiplied by (NVFP4: 2^8 undoes the
+  // headroom taken from the block scale, see NvScale).
+  static constexpr float kPost = F == WeightKind::kNvfp4 ? 256.0f : 1.0f;
+};
+
+__device__ __forceinline__ uint4 LoadStreaming(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void Mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// e8m0 code e as a bf16x2 of 2^(e - 7) (the e4m3 bits carry 2^-120): saturated at 2^127.
+__device__ __forceinline__ uint32_t MxScale(uint32_t e) {
+  const uint32_t f = min(e + 120u, 254u) << 7;
+  return f | (f << 16);
+}
+// e4m3 block scale s as a bf16x2 of s * 2^118 (the e2m1 bits carry 2^-126; 2^-8 of headroom
+// keeps 448 * 2^118 in range, undone by Kind::kPost).
+__device__ __forceinline__ uint32_t NvScale(uint32_t code) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
+  const float s = __half2float(__half(h)) * 0x1p118f;
+  const uint32_t b = __bfloat16_as_ushort(__float2bfloat16_rn(s));
+  return b | (b << 16);
+}
+
+// Two e4m3 codes (bytes 0 and 1 of the permute's output) as bf16x2 bits, times 2^-120.
+__device__ __forceinline__ uint32_t E4m3PairBits(uint32_t word, uint32_t selector) {
+  const uint32_t h = __byte_perm(word, 0u, selector);  // the codes in bytes 1 and 3
+  return ((h >> 4) & 0x07f007f0u) | (h & 0x80008000u);
+}
+
+// The A operand of MMA j of a step from one lane's 16 bytes of a row: lo (K 2t, 2t + 1) and hi
+// (K 2t + 8, 2t + 9) bf16x2 registers, scaled. scale: the row's bf16x2 scale of the words used.
+template <WeightKind F>
+__device__ __forceinline__ void APair(const uint4& q, const uint32_t (&scale)[2], int j,
+                                      uint32_t& lo, uint32_t& hi) {
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+  if constexpr (F == WeightKind::kBf16) {
+    lo = w[2 * j];
+    hi = w[2 * j + 1];
+  } else if constexpr (F == WeightKind::kMxfp8) {
+    lo = MulBf16x2(E4m3PairBits(w[j], 0x1404u), scale[0]);
+    hi = MulBf16x2(E4m3PairBits(w[j], 0x3424u), scale[0]);
+  } else {
+    const uint32_t v = w[j >> 1];
+    uint32_t a, b;
+    if ((j & 1) == 0) {  // (e0, e4), (e1, e5)
+      a = ((v << 6) & 0x01c001c0u) | ((v << 12) & 0x80008000u);
+      b = ((v << 2) & 0x01c001c0u) | ((v << 8) & 0x80008000u);
+    } else {  // (e2, e6), (e3, e7)
+      a = ((v >> 2) & 0x01c001c0u) | ((v << 4) & 0x80008000u);
+      b = ((v >> 6) & 0x01c001c0u) | (v & 0x80008000u);
+    }
+    const uint32_t s = scale[j >> 2];  // words 0, 1: the first block of 16; 2, 3: the second
+    lo = MulBf16x2(a, s);
+    hi = MulBf16x2(b, s);
+  }
+}
+
+// Row scales of a lane's 16 bytes at step s (lane t of its quad).
+template <WeightKind F>
+__device__ __forceinline__ void LoadScales(const uint8_t* scales_row, int64_t s, int t,
+                                           uint32_t (&out)[2]) {
+  if constexpr (F == WeightKind::kMxfp8) {
+    out[0] = MxScale(__ldg(scales_row + 2 * s + (t >> 1)));
+    out[1] = out[0];
+  } else if constexpr (F == WeightKind::kNvfp4) {
+    const uint16_t two = __ldg(reinterpret_cast<const uint16_t*>(scales_row + 8 * s + 2 * t));
+    out[0] = NvScale(two & 0xffu);
+    out[1] = NvScale(two >> 8);
+  } else {
+    out[0] = out[1] = 0;
+  }
+}
+
+// A 16-row weight tile as a lane sees it: rows g and g + 8 (codes and scales).
+struct TileLane {
+  const uint8_t* code[2];
+  const uint8_t* scale[2];
+};
+
+template <WeightKind F>
+__device__ __forceinline__ TileLane TileOf(const ScaledRows& w, int64_t row0, int64_t rows,
+                                           int64_t k) {
+  const int g = (threadIdx.x & 31) >> 2;
+  TileLane l;
+  for (int r = 0; r < 2; ++r) {
+    const int64_t row = min(row0 + g + 8 * r, rows - 1);  // rows past the end: discarded
+    l.code[r] = static_cast<const uint8_t*>(w.data) + row * RowBytes(F, k);
+    l.scale[r] = F == WeightKind::kBf16 ? nullptr : w.scales + row * Kind<F>::kScaleCols(k);
+  }
+  return l;
+}
+
+// The B operand of MMA j for the input row x (null: zeros) at the lane's K offset kx of a step:
+// two bf16x2 registers, K-paired as APair pairs the weights.
+template <WeightKind F>
+__device__ __forceinline__ void LoadB(const bf16* x, int64_t kx, int j, uint32_t& b0,
+                                      uint32_t& b1) {
+  if (x == nullptr) {
+    b0 = b1 = 0;
+    return;
+  }
+  if constexpr (F == WeightKind::kNvfp4) {
+    const bf16* p = x + kx + 8 * (j >> 1) + 2 * (j & 1);
+    const uint32_t lo = __ldg(reinterpret_cast<const unsigned int*>(p));
+    const uint32_t hi = __ldg(reinterpret_cast<const unsigned int*>(p + 4));
+    b0 = __byte_perm(lo, hi, 0x5410u);  // (x0, x4)
+    b1 = __byte_perm(lo, hi, 0x7632u);  // (x1, x5)
+  } else {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(x + kx + 4 * j));
+    b0 = v.x;
+    b1 = v.y;
+  }
+}
+
+// Steps over a row of k (k a multiple of 32: the last step may be partial, its lanes beyond k
+// idle).
+M3_SCALED_HD inline int64_t StepsOf(WeightKind kind, int64_t k) {
+  return (k + StepK(kind) - 1) / StepK(kind);
+}
+
+// acc[i][n] (C fragments: rows g, g + 8 of tile i, input rows 2t, 2t + 1 of group n) +=
+// tile_i . x over the warp's steps s = s0, s0 + stride, ... < s1 of rows of k. xrow[n]: the
+// input row lane group g of group n reads (null: zeros). U steps' weight loads are issued
+// before any is used; the inputs (a few KB, shared by every warp) come from L1.
+template <WeightKind F, int NTILE, int NT, int U>
+__device__ __forceinline__ void TileMma(const TileLane (&tile)[NTILE],
+                                        const bf16* const (&xrow)[NT], int64_t s0, int64_t s1,
+                                        int64_t stride, int64_t k, float (&acc)[NTILE][NT][4]) {
+  using KT = Kind<F>;
+  const int t = threadIdx.x & 3;
+  for (int64_t s = s0; s < s1; s += U * stride) {
+    uint4 q[U][NTILE][2];
+    uint32_t sc[U][NTILE][2][2];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t su = s + u * stride;
+      const bool ok = su < s1 && su * KT::kStepK + t * (KT::kStepK / 4) < k;
+#pragma unroll
+      for (int i = 0; i < NTILE; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+          q[u][i][r] =
+              ok ? LoadStreaming(tile[i].code[r] + su * 64 + 16 * t) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t su = s + u * stride;
+      const bool ok = su < s1 && su * KT::kStepK + t * (KT::kStepK / 4) < k;
+#pragma unroll
+      for (int i = 0; i < NTILE; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          if (ok) {
+            LoadScales<F>(tile[i].scale[r], su, t, sc[u][i][r]);
+          } else {
+            sc[u][i][r][0] = 0;
+            sc[u][i][r][1] = 0;
+          }
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t su = s + u * stride;
+      if (su >= s1) break;
+      const int64_t kx = su * KT::kStepK + t * (KT::kStepK / 4);
+      const bool in_row = kx < k;  // the lane's part of a partial last step: zeros
+#pragma unroll
+      for (int j = 0; j < KT::kMmas; ++j) {
+        uint32_t a[NTILE][4];
+#pragma unroll
+        for (int i = 0; i < NTILE; ++i) {
+          APair<F>(q[u][i][0], sc[u][i][0], j, a[i][0], a[i][2]);
+          APair<F>(q[u][i][1], sc[u][i][1], j, a[i][1], a[i][3]);
+        }
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          uint32_t b0, b1;
+          LoadB<F>(in_row ? xrow[n] : nullptr, kx, j, b0, b1);
+#pragma unroll
+          for (int i = 0; i < NTILE; ++i)
+            Mma16816(acc[i][n], a[i][0], a[i][1], a[i][2], a[i][3], b0, b1);
+        }
+      }
+    }
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace m3::kernels::cuda
