@@ -119,8 +119,7 @@ M3_HOST_DEVICE inline void CounterNormalPair(uint64_t key, uint64_t p, float& z0
   namespace cn = counter_normal;
   const uint64_t x = Mix64(key + 0x9e3779b97f4a7c15ULL * (p + 1));
   // u1 = (top 40 bits + 1) / 2^40 in (0, 1]: ln(u1) >= -27.8.
-  const float u1 = cn::Mul(static_cast<float>(static_cast<int64_t>(x >> 24) + 1),
-                           0x1.0p-40f);
+  const float u1 = cn::Mul(static_cast<float>(static_cast<int64_t>(x >> 24) + 1), 0x1.0p-40f);
   const float r = cn::Sqrt(cn::Mul(-2.0f, cn::LogUnit(u1)));
   // The angle 2 pi j / 2^24: quadrant q = j >> 22, then the remaining quarter turn folded to
   // [0, pi/4] (the fold and the quarter-turn offsets are exact in float).

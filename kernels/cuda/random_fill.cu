@@ -132,8 +132,8 @@ void RandomMxfp8Fill(uint64_t seed, float std, int64_t rows, int64_t K, uint8_t*
   if (K % 32 != 0) throw std::runtime_error("RandomMxfp8Fill: K must be a multiple of 32");
   const int64_t blocks = rows * (K / 32);
   if (blocks <= 0) return;
-  Mxfp8Kernel<<<GridFor(blocks), kThreads, 0, stream>>>(NormalStreamKey(seed), std, blocks,
-                                                         codes, scales);
+  Mxfp8Kernel<<<GridFor(blocks), kThreads, 0, stream>>>(NormalStreamKey(seed), std, blocks, codes,
+                                                        scales);
   CheckLaunch("RandomMxfp8Fill");
 }
 
@@ -142,9 +142,8 @@ void RandomNvfp4Fill(uint64_t seed, float std, float global, int64_t rows, int64
   if (K % 16 != 0) throw std::runtime_error("RandomNvfp4Fill: K must be a multiple of 16");
   const int64_t blocks = rows * (K / 16);
   if (blocks <= 0) return;
-  Nvfp4Kernel<<<GridFor(blocks), kThreads, 0, stream>>>(NormalStreamKey(seed), std, global,
-                                                         blocks, K / 16, packed, scales,
-                                                         row_scale);
+  Nvfp4Kernel<<<GridFor(blocks), kThreads, 0, stream>>>(NormalStreamKey(seed), std, global, blocks,
+                                                        K / 16, packed, scales, row_scale);
   CheckLaunch("RandomNvfp4Fill");
 }
 

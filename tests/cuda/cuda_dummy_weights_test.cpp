@@ -4,8 +4,8 @@
 // and NVFP4 codes and scales equal the twin's bytes, in linear_weight.h's layout, at a stacked
 // shape and at the released expert shape; the dequantized spread is std 0.02. Then the fill
 // rate, and the time it implies for a full-size model's ~130 GB per GPU.
-#include <doctest/doctest.h>
 #include <cuda_runtime.h>
+#include <doctest/doctest.h>
 
 #include <chrono>
 #include <cmath>
@@ -79,8 +79,7 @@ TEST_CASE("dummy weights on the GPU: bf16 and f32 equal the CPU twin's draws") {
   for (float x : Down<float>(*dev, c)) REQUIRE(x == 1.0f);
 }
 
-void CheckQuantized(Device& dev, WeightFormat f, const Shape& shape,
-                    uint64_t seed) {
+void CheckQuantized(Device& dev, WeightFormat f, const Shape& shape, uint64_t seed) {
   const float sd = 0.02f;
   const LinearWeight L = dev.DummyLinear(f, shape, sd, seed);
   const int64_t K = shape.back(), rows = NumElements(shape) / K;
@@ -124,7 +123,7 @@ void CheckQuantized(Device& dev, WeightFormat f, const Shape& shape,
 TEST_CASE("dummy MXFP8 / NVFP4 Linears on the GPU: the CPU twin's bytes, std 0.02") {
   auto dev = engine::backend::MakeDevice("cuda");
   for (WeightFormat f : {WeightFormat::kMxfp8, WeightFormat::kNvfp4}) {
-    CheckQuantized(*dev, f, {3, 64, 512}, 21);  // stacked experts
+    CheckQuantized(*dev, f, {3, 64, 512}, 21);      // stacked experts
     CheckQuantized(*dev, f, {2 * 3072, 6144}, 22);  // one released expert's gate/up
     CheckQuantized(*dev, f, {6144, 3072}, 23);      // and its down
   }
@@ -152,9 +151,10 @@ TEST_CASE("dummy weights on the GPU: fill rate (a full-size model's ~130 GB per 
     Sync(*dev);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double gb = static_cast<double>(L.bytes()) / 1e9;
-    std::printf("  dummy %s %s: %.2f GB in %.3f s (%.0f GB/s, %.1f G weights/s): 130 GB in %.1f s\n",
-                std::string(WeightFormatName(c.f)).c_str(), ShapeString(c.shape).c_str(), gb, s,
-                gb / s, static_cast<double>(L.numel()) / 1e9 / s, 130 * s / gb);
+    std::printf(
+        "  dummy %s %s: %.2f GB in %.3f s (%.0f GB/s, %.1f G weights/s): 130 GB in %.1f s\n",
+        std::string(WeightFormatName(c.f)).c_str(), ShapeString(c.shape).c_str(), gb, s, gb / s,
+        static_cast<double>(L.numel()) / 1e9 / s, 130 * s / gb);
     worst_s_per_gb = std::max(worst_s_per_gb, s / gb);
   }
   // Seconds, not minutes: 130 GB in under 30 s at the slowest format's rate.

@@ -89,11 +89,9 @@ TEST_CASE("exact MXFP8 block exponent and the e2m1 encoder") {
   CHECK(kernels::Pow2(20) == std::ldexp(1.0f, 20));
   for (int c = 0; c < 256; ++c) {
     if ((c & 0x7f) == 0x7f) continue;  // NaN
-    CHECK(kernels::E4M3Decode(static_cast<uint8_t>(c)) ==
-          kp::E4M3ToF32(static_cast<uint8_t>(c)));
+    CHECK(kernels::E4M3Decode(static_cast<uint8_t>(c)) == kp::E4M3ToF32(static_cast<uint8_t>(c)));
   }
-  for (float x = -7.0f; x <= 7.0f; x += 0.0625f)
-    CHECK(kernels::E2M1Encode(x) == kp::F32ToE2M1(x));
+  for (float x = -7.0f; x <= 7.0f; x += 0.0625f) CHECK(kernels::E2M1Encode(x) == kp::F32ToE2M1(x));
 }
 
 // The quantized twins against microscaling.h's row quantizers on the same normals, and the
@@ -112,8 +110,7 @@ TEST_CASE("dummy MXFP8 and NVFP4 Linears: microscaling.h's codes, std 0.02 after
   CHECK(codes == ref_codes);
   CHECK(scales == ref_scales);
   for (int64_t r = 0; r < N; ++r)
-    kp::DequantizeMxfp8Row(codes.data() + r * K, scales.data() + r * K / 32, K,
-                           deq.data() + r * K);
+    kp::DequantizeMxfp8Row(codes.data() + r * K, scales.data() + r * K / 32, K, deq.data() + r * K);
   Moments m = Measure(deq, sd);
   MESSAGE("MXFP8 dummy: dequantized std " << m.std << " (drawn with 0.02)");
   CHECK(std::fabs(m.std / sd - 1) < 5e-3);
@@ -125,8 +122,7 @@ TEST_CASE("dummy MXFP8 and NVFP4 Linears: microscaling.h's codes, std 0.02 after
 
   const float global = kp::DummyNvfp4GlobalScale(sd);
   CHECK(global == doctest::Approx(8 * sd / 2688));
-  std::vector<uint8_t> packed(N * K / 2), s4(N * K / 16), ref_packed(N * K / 2),
-      ref_s4(N * K / 16);
+  std::vector<uint8_t> packed(N * K / 2), s4(N * K / 16), ref_packed(N * K / 2), ref_s4(N * K / 16);
   kp::RandomNvfp4Rows(11, sd, global, K, 0, N, packed.data(), s4.data());
   for (int64_t r = 0; r < N; ++r)
     kp::QuantizeNvfp4Row(w.data() + r * K, K, global, ref_packed.data() + r * K / 2,

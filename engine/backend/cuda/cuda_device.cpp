@@ -17,8 +17,8 @@
 #include "engine/backend/cuda/cuda_sampling.h"
 #include "engine/backend/step_metadata_upload.h"
 #include "kernels/cpu/parallel_for.h"
-#include "kernels/cuda/elementwise.cuh"
 #include "kernels/cpu/random_fill.h"
+#include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/qk_norm_rope.cuh"
 #include "kernels/cuda/random_fill.cuh"
 #include "shared/log.h"
@@ -312,9 +312,11 @@ class GpuDevice final : public CudaDevice {
     return t;
   }
   LinearWeight DummyLinear(WeightFormat format, Shape shape, float std, uint64_t seed) override {
-    if (format == WeightFormat::kDense) return LinearWeight(DummyWeight(std::move(shape), 0, std, seed));
+    if (format == WeightFormat::kDense)
+      return LinearWeight(DummyWeight(std::move(shape), 0, std, seed));
     const int64_t block = WeightFormatBlock(format);
-    Require(shape.size() >= 2 && shape.back() > 0 && shape.back() % block == 0, ErrorCode::kInternal,
+    Require(shape.size() >= 2 && shape.back() > 0 && shape.back() % block == 0,
+            ErrorCode::kInternal,
             "DummyLinear: a " + std::string(WeightFormatName(format)) +
                 " Linear needs K a multiple of " + std::to_string(block));
     const int64_t K = shape.back(), rows = NumElements(shape) / K;

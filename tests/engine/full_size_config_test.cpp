@@ -1,0 +1,126 @@
+// The full-size model directories (tests/data/minimax-m3-full: bf16, mxfp8, nvfp4, and mixed
+// packed as mixed.tar.xz): each config.json parses with the engine's parser and gives the
+// released dimensions; each format's quantization description is the one its checkpoints
+// carry; and m3-make-random-checkpoint --full-size --config-only writes these very files.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/minimax_m3/m3_config.h"
+#include "engine/minimax_m3/m3_model_weights.h"
+#include "tests/test_util.h"
+
+namespace m3::test {
+namespace {
+
+using nlohmann::json;
+
+const char* const kFormats[] = {"bf16", "mxfp8", "nvfp4", "mixed"};
+
+std::string FullSizeDir(const std::string& format) {
+  return DataPath("minimax-m3-full/" + format);
+}
+
+json Read(const std::string& path) {
+  return json::parse(ReadFile(path));
+}
+
+TEST_CASE("full-size configs: the released dimensions in every format") {
+  for (const char* f : kFormats) {
+    CAPTURE(f);
+    const auto c = engine::minimax_m3::LoadModelConfig(FullSizeDir(f));
+    engine::minimax_m3::CheckM3Config(c);
+    const auto& t = c.text;
+    CHECK(t.vocab_size == 200064);
+    CHECK(t.hidden_size == 6144);
+    CHECK(t.num_hidden_layers == 60);
+    CHECK(t.num_attention_heads == 64);
+    CHECK(t.num_key_value_heads == 4);
+    CHECK(t.head_dim == 128);
+    CHECK(t.rotary_dim == 64);
+    CHECK(t.rope_theta == 5e6);
+    CHECK(t.max_position_embeddings == 524288);
+    CHECK(t.dense_intermediate_size == 12288);
+    CHECK(t.num_local_experts == 128);
+    CHECK(t.intermediate_size == 3072);
+    CHECK(t.num_experts_per_tok == 4);
+    CHECK(t.shared_intermediate_size == 3072);
+    CHECK(t.routed_scaling_factor == 2.0);
+    CHECK(t.index_n_heads == 4);
+    CHECK(t.index_head_dim == 128);
+    CHECK(t.index_block_size == 128);
+    CHECK(t.index_topk_blocks == 16);
+    CHECK(t.index_local_blocks == 1);
+    for (int64_t i = 0; i < 60; ++i) {
+      CHECK(t.moe_mlp[i] == (i >= 3));
+      CHECK(t.sparse_attention[i] == (i >= 3));
+    }
+    CHECK(c.vision.num_hidden_layers == 32);
+    CHECK(c.vision.hidden_size == 1280);
+    CHECK(c.vision.head_dim() == 80);
+    // The M3 chat tokenizer's ids (the directories carry its files).
+    CHECK(c.image_token_id == 6);
+    CHECK(c.video_token_id == 7);
+    CHECK(c.eos_token_ids() == std::vector<int64_t>{2});
+    const json cfg = Read(FullSizeDir(f) + "/config.json");
+    CHECK(cfg["text_config"]["num_mtp_modules"] == 1);
+  }
+}
+
+TEST_CASE("full-size configs: each format's quantization description") {
+  CHECK_FALSE(Read(FullSizeDir("bf16") + "/config.json").contains("quantization_config"));
+  const json mx = Read(FullSizeDir("mxfp8") + "/config.json")["quantization_config"];
+  CHECK(mx["quant_method"] == "mxfp8");
+  CHECK(mx["weight_block_size"] == json{1, 32});
+  CHECK(mx["ignored_layers"] == json{"lm_head", "model.embed_tokens", "vision_tower"});
+  CHECK_FALSE(std::filesystem::exists(FullSizeDir("mxfp8") + "/hf_quant_config.json"));
+
+  const json nv = Read(FullSizeDir("nvfp4") + "/hf_quant_config.json");
+  CHECK(nv["producer"]["name"] == "modelopt");
+  CHECK(nv["quantization"]["quant_algo"] == "NVFP4");
+  CHECK(nv["quantization"]["group_size"] == 16);
+  const json nv_qc = Read(FullSizeDir("nvfp4") + "/config.json")["quantization_config"];
+  CHECK(nv_qc["quant_method"] == "modelopt");
+  CHECK(nv_qc["ignore"] == nv["quantization"]["exclude_modules"]);
+
+  const json mixed = Read(FullSizeDir("mixed") + "/hf_quant_config.json")["quantization"];
+  CHECK(mixed["quant_algo"] == "MIXED_PRECISION");
+  const json& layers = mixed["quantized_layers"];
+  int64_t nvfp4 = 0, mxfp8 = 0;
+  for (const auto& [module, q] : layers.items()) {
+    const bool expert = module.find(".experts.") != std::string::npos;
+    CHECK_MESSAGE(q["quant_algo"] == (expert ? "NVFP4" : "MXFP8"), module);
+    (expert ? nvfp4 : mxfp8) += 1;
+  }
+  CHECK(nvfp4 == 57 * 128 * 3);
+  // Attention q/k/v/o on 60 layers, the index q/k on 57, dense gate/up/down on 3, shared on 57.
+  CHECK(mxfp8 == 60 * 4 + 57 * 2 + 3 * 3 + 57 * 3);
+  CHECK(layers.contains("language_model.model.layers.0.mlp.down_proj"));
+  CHECK(layers.contains("language_model.model.layers.59.block_sparse_moe.experts.127.w2"));
+  CHECK(Read(FullSizeDir("mixed") + "/config.json")["quantization_config"]["quantized_layers"] ==
+        layers);
+}
+
+TEST_CASE("full-size configs: m3-make-random-checkpoint writes these files") {
+  for (const char* f : kFormats) {
+    CAPTURE(f);
+    const std::string out = TempDir() + "/" + f;
+    const std::string cmd = BinPath("m3-make-random-checkpoint") +
+                            " --full-size --config-only --format " + f + " --out " + out +
+                            " > /dev/null";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    for (const char* file : {"config.json", "generation_config.json", "hf_quant_config.json"}) {
+      CAPTURE(file);
+      const std::string have = FullSizeDir(f) + "/" + file, made = out + "/" + file;
+      REQUIRE(std::filesystem::exists(have) == std::filesystem::exists(made));
+      if (std::filesystem::exists(made)) CHECK(Read(have) == Read(made));
+    }
+    std::filesystem::remove_all(out);
+  }
+}
+
+}  // namespace
+}  // namespace m3::test
