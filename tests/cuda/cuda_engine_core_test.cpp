@@ -126,9 +126,10 @@ TEST_CASE("GPU serving runtime: KV sized from free memory, CPU-equal, batched eq
       "(%lld expected, %lld bytes each)\n",
       static_cast<long long>(used >> 20), fraction, static_cast<long long>(gpu.Stats().kv_pages),
       static_cast<long long>(want_pages), static_cast<long long>(per_page));
-  // Other processes may allocate meanwhile; this engine's own snapshot is a moment later.
+  // Other processes may allocate meanwhile; this engine's own snapshot is a moment later, and
+  // the KV pages leave room for the step workspace (reserved before they are counted).
   CHECK(gpu.Stats().kv_pages <= want_pages + 1);
-  CHECK(gpu.Stats().kv_pages >= want_pages * 9 / 10);
+  CHECK(gpu.Stats().kv_pages >= want_pages * 3 / 4);
 
   const std::vector<EngineRequest> reqs = Requests(gpu);
   const auto alone = RunAlone(gpu, reqs);

@@ -10,7 +10,11 @@
 #include <string>
 
 #include "engine/minimax_m3/m3_config.h"
+#include "engine/minimax_m3/m3_memory_plan.h"
 #include "engine/minimax_m3/m3_model_weights.h"
+#include "engine/minimax_m3/m3_shard_plan.h"
+#include "shared/error.h"
+#include "shared/safetensors.h"
 #include "tests/test_util.h"
 
 namespace m3::test {
@@ -120,6 +124,81 @@ TEST_CASE("full-size configs: m3-make-random-checkpoint writes these files") {
     }
     std::filesystem::remove_all(out);
   }
+}
+
+namespace mm = engine::minimax_m3;
+using engine::backend::WeightFormat;
+
+// The storage of each Linear in a format, by its role (as m3-make-random-checkpoint writes).
+mm::LinearFormatOf RoleFormats(const std::string& format) {
+  return [format](const std::string& m) -> std::optional<WeightFormat> {
+    const bool expert = m.find(".experts.") != std::string::npos;
+    const bool down = m.find("down_proj") != std::string::npos;
+    const bool head = m.find("lm_head") != std::string::npos;
+    if (format == "bf16" || head) return WeightFormat::kDense;
+    if (format == "mxfp8") return WeightFormat::kMxfp8;
+    if (format == "nvfp4") return expert || down ? WeightFormat::kNvfp4 : WeightFormat::kDense;
+    return expert ? WeightFormat::kNvfp4 : WeightFormat::kMxfp8;  // mixed
+  };
+}
+
+TEST_CASE("weight memory estimate: the full size per GPU in each format") {
+  constexpr double kGiB = 1 << 30;
+  constexpr double kH200 = 139.0;  // GiB a H200 has for this process (of 141 GB)
+  for (const char* f : kFormats) {
+    const auto c = mm::LoadModelConfig(FullSizeDir(f));
+    const double whole =
+        *mm::EstimateRankWeightBytes(c, mm::SingleRankPlan(c.text), RoleFormats(f)) / kGiB;
+    const double tp2 =
+        *mm::EstimateRankWeightBytes(c, mm::MakeShardPlan(c.text, 2, 1, 0), RoleFormats(f)) / kGiB;
+    const double ep2 =
+        *mm::EstimateRankWeightBytes(c, mm::MakeShardPlan(c.text, 1, 2, 1), RoleFormats(f)) / kGiB;
+    MESSAGE(std::string(f) << ": " << whole << " GiB on one GPU, " << tp2
+                           << " GiB per GPU at TP 2, " << ep2 << " at EP 2");
+    // TP 2 splits everything but the embeddings, routers and the vision tower.
+    CHECK(tp2 < whole / 2 + 6);
+    CHECK(tp2 > whole / 2);
+    if (std::string(f) == "bf16") {
+      CHECK(whole > 780);  // 795 GiB: the released checkpoint's ~854 GB
+      CHECK(whole < 800);
+      CHECK(tp2 > kH200);
+    }
+    if (std::string(f) == "nvfp4" || std::string(f) == "mixed") CHECK(tp2 < kH200);
+  }
+}
+
+TEST_CASE("weight memory estimate: equal to what a quantized checkpoint's tensors take") {
+  for (const char* f : {"bf16", "mxfp8", "nvfp4", "mixed"}) {
+    CAPTURE(f);
+    const std::string dir = TempDir() + "/ck-" + f;
+    const std::string cmd = BinPath("m3-make-random-checkpoint") + " --format " + f + " --out " +
+                            dir +
+                            " --layers 3 --dense-layers 1 --experts 8 --vocab 1000 --hidden 256 "
+                            "--heads 8 --expert-inter 128 --shared-inter 128 --dense-inter 256 "
+                            "--max-shard-size 1M > /dev/null";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const WeightStore store = WeightStore::OpenDirectory(dir);
+    const auto c = mm::LoadModelConfig(dir);
+    // On a GPU: matrices as stored, 1-D weights in f32, NVFP4 global scales as one float per
+    // row; the input scales are not kept.
+    int64_t want = 0;
+    for (const std::string& name : store.Names()) {
+      const TensorView t = store.Get(name);
+      if (name.ends_with(".input_scale") || name.ends_with(".weight_scale_2")) continue;
+      want += t.shape.size() == 1 ? t.numel() * 4 : static_cast<int64_t>(t.nbytes);
+      if (t.dtype == DType::kU8 && name.ends_with(".weight")) want += t.shape[0] * 4;  // NVFP4
+    }
+    const std::optional<int64_t> got =
+        mm::EstimateRankWeightBytes(c, mm::SingleRankPlan(c.text), mm::FormatsFromStore(store));
+    REQUIRE(got);
+    CHECK(*got == want);
+    // A Linear the checkpoint lacks: no estimate.
+    CHECK_FALSE(mm::EstimateRankWeightBytes(c, mm::SingleRankPlan(c.text),
+                                            [](const std::string&) { return std::nullopt; }));
+    std::filesystem::remove_all(dir);
+  }
+  // Devices without a memory report are not checked; a GPU's is (see cuda_test).
+  mm::CheckWeightsFit({"cpu"}, {int64_t{1} << 60});
 }
 
 }  // namespace
