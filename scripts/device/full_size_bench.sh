@@ -26,7 +26,7 @@
 #   MODE: tp (default) | ep | both (both: two loads; shrink OUTPUT to stay in 10 minutes)
 #   env: CONC (1,4,16,32), PROMPT (1024), OUTPUT (1024), SERVE_S bounds each m3-bench-serve
 #   (seconds), LOAD_S bounds the load, GATEWAY=0 skips the gateway, EXTRA_SERVE_ARGS,
-#   GPU_MEMORY_FRACTION (0.92)
+#   GPU_MEMORY_FRACTION (0.95: the NVFP4 weights take ~123 GiB per GPU at TP 2, ~129 at EP 2)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/full_size_bench_out}"
@@ -102,9 +102,9 @@ EOF
     start=$(date +%s)
     "$BIN/m3-engine" serve --model "$MODEL" --device cuda --port $port --host 127.0.0.1 $par \
       --load-format dummy --kv-cache-dtype fp8 --max-num-seqs 64 --max-batched-tokens 8192 \
-      --gpu-memory-fraction "${GPU_MEMORY_FRACTION:-0.92}" ${EXTRA_SERVE_ARGS:-} >"$log" 2>&1 &
+      --gpu-memory-fraction "${GPU_MEMORY_FRACTION:-0.95}" ${EXTRA_SERVE_ARGS:-} >"$log" 2>&1 &
     pid=$!
-    for _ in $(seq 1 $((2 * ${LOAD_S:-240}))); do
+    for _ in $(seq 1 $((2 * ${LOAD_S:-200}))); do
       grep -q "listening on port" "$log" && break
       kill -0 $pid 2>/dev/null || break
       sleep 0.5
@@ -114,7 +114,7 @@ EOF
     nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv
     if grep -q "listening on port" "$log"; then
       step "m3-bench-serve: $PROMPT-token prompts, $OUTPUT output tokens, concurrency $CONC"
-      timeout "${SERVE_S:-420}" "$BIN/m3-bench-serve" --address 127.0.0.1:$port --prompt "$PROMPT" \
+      timeout "${SERVE_S:-300}" "$BIN/m3-bench-serve" --address 127.0.0.1:$port --prompt "$PROMPT" \
         --output "$OUTPUT" --conc "$CONC" --label "$FORMAT $mode" 2>&1 | tee -a "$OUT/bench.log" |
         grep '^{' >>"$RESULTS"
       echo "m3-bench-serve rc=${PIPESTATUS[0]}"

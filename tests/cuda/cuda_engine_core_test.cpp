@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/backend/make_device.h"
+#include "engine/minimax_m3/m3_memory_plan.h"
 #include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "tests/cuda/demo_prompts.h"
@@ -229,6 +230,23 @@ TEST_CASE("GPU serving runtime: a memory fraction that leaves no KV room is a cl
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::kResourceExhausted);
     CHECK(std::string(e.what()).find("leaves no room for the KV cache") != std::string::npos);
+  }
+}
+
+TEST_CASE("GPU memory: weights that cannot fit are refused before loading, with the numbers") {
+  const engine::backend::DeviceMemory m = engine::backend::QueryDeviceMemory("cuda");
+  REQUIRE(m.total_bytes > 0);
+  engine::minimax_m3::CheckWeightsFit({"cuda"}, {int64_t{1} << 20});  // 1 MiB fits
+  try {
+    engine::minimax_m3::CheckWeightsFit({"cuda", "cuda"},
+                                        {int64_t{1} << 20, m.free_bytes + (int64_t{8} << 30)});
+    FAIL("weights larger than the free memory were accepted");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK(e.code() == ErrorCode::kResourceExhausted);
+    CHECK(what.find("rank 1 on cuda: weights need") != std::string::npos);
+    CHECK(what.find("does not fit") != std::string::npos);
+    CHECK(what.find("free of") != std::string::npos);
   }
 }
 
