@@ -10,9 +10,9 @@
 #    ignore_eos, greedy). Reported: time per output token (median over requests), output
 #    tokens/s per GPU (all output tokens over the wall time, prefill included, / 2) and the
 #    steady decode rate per GPU (while every request decodes);
-#  - the gateway path: one streamed /v1/completions of a 1K-token prompt (token ids) through
-#    m3-gateway, its time to first token and time per output token (curl's timings), against
-#    the same request over gRPC. The dummy model samples ids across its 200064-entry vocabulary;
+#  - the gateway path: streamed /v1/completions of 1K-token prompts (token ids) through
+#    m3-gateway at GATEWAY_CONC concurrent (default 1 and 4), 128 output tokens: time to first
+#    token and per output token from the arrival of each event, against the same over gRPC. The dummy model samples ids across its 200064-entry vocabulary;
 #    the directory's tokenizer (the M3 chat tokenizer, 32000 ids) is padded with placeholder
 #    entries up to 200064 in a copy, so the gateway can detokenize every id.
 # Prints a markdown table beside vLLM's published figure (MXFP8, TP8 on 8 x H200, 1K in / 1K out,
@@ -25,7 +25,7 @@
 #   engine refuses them at load with the numbers; that refusal is itself a check)
 #   MODE: tp (default) | ep | both (both: two loads; shrink OUTPUT to stay in 10 minutes)
 #   env: CONC (1,4,16,32), PROMPT (1024), OUTPUT (1024), SERVE_S bounds each m3-bench-serve
-#   (seconds), LOAD_S bounds the load, GATEWAY=0 skips the gateway, EXTRA_SERVE_ARGS,
+#   (seconds), LOAD_S bounds the load, GATEWAY=0 skips the gateway, GATEWAY_CONC, EXTRA_SERVE_ARGS,
 #   GPU_MEMORY_FRACTION (0.95: the NVFP4 weights take ~123 GiB per GPU at TP 2, ~129 at EP 2)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -105,7 +105,7 @@ EOF
       --gpu-memory-fraction "${GPU_MEMORY_FRACTION:-0.95}" ${EXTRA_SERVE_ARGS:-} >"$log" 2>&1 &
     pid=$!
     for _ in $(seq 1 $((2 * ${LOAD_S:-200}))); do
-      grep -q "listening on port" "$log" && break
+      grep -q "listening on port" "$log" 2>/dev/null && break
       kill -0 $pid 2>/dev/null || break
       sleep 0.5
     done
@@ -119,27 +119,58 @@ EOF
         grep '^{' >>"$RESULTS"
       echo "m3-bench-serve rc=${PIPESTATUS[0]}"
       if [ "${GATEWAY:-1}" = 1 ] && [ -x "$BIN/m3-gateway" ]; then
-        step "the gateway path: one streamed /v1/completions"
+        step "the gateway path: streamed /v1/completions at ${GATEWAY_CONC:-1 4} concurrent"
         "$BIN/m3-gateway" serve --model "$MODEL" --engine 127.0.0.1:$port --port $gw_port \
-          --host 127.0.0.1 >"$OUT/gateway-$mode.log" 2>&1 &
+          --host 127.0.0.1 --served-model-name m3 >"$OUT/gateway-$mode.log" 2>&1 &
         gpid=$!
         for _ in $(seq 1 60); do
           curl -sf "127.0.0.1:$gw_port/ready" >/dev/null && break
           sleep 0.5
         done
-        ids=$(python3 -c "import random; random.seed(5); print(','.join(str(random.randrange(10, 30000)) for _ in range($PROMPT)))")
         n=128
-        body="{\"model\": \"m\", \"prompt\": [$ids], \"max_tokens\": $n, \"ignore_eos\": true, \"temperature\": 0, \"stream\": true}"
-        curl -sN -o "$OUT/gateway-$mode.sse" -w '%{time_starttransfer} %{time_total}\n' \
-          "127.0.0.1:$gw_port/v1/completions" -H 'Content-Type: application/json' -d "$body" \
-          >"$OUT/gateway-$mode.time"
-        read -r t_first t_total <"$OUT/gateway-$mode.time"
-        chunks=$(grep -c '"text"' "$OUT/gateway-$mode.sse")
-        python3 -c "
-t0, t1, c = $t_first, $t_total, $chunks
-print('gateway: %d streamed chunks, first byte %.1f ms, %.2f ms per output token after it' % (c, 1e3 * t0, 1e3 * (t1 - t0) / max(c - 1, 1)))
-" | tee -a "$OUT/gateway.txt"
-        grep -E "error" "$OUT/gateway-$mode.sse" | head -3
+        # C streamed requests at once (threads of python3's standard library): time to the
+        # first token and per output token after it, from each SSE event's arrival.
+        for c in ${GATEWAY_CONC:-1 4}; do
+          python3 - "$gw_port" "$PROMPT" "$n" "$c" "$FORMAT $mode" <<'PY' | tee -a "$OUT/gateway.txt"
+import http.client, json, random, statistics, sys, threading, time
+port, prompt, n, conc, label = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+ids = int(sys.argv[6]) if len(sys.argv) > 6 else 30000  # prompt ids below this (the tokenizer's)
+res = [None] * conc
+def one(i):
+    rng = random.Random(100 + i)
+    body = json.dumps({"model": "m3", "prompt": [rng.randrange(10, ids) for _ in range(prompt)],
+                       "max_tokens": n, "ignore_eos": True, "temperature": 0, "stream": True})
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    t0 = time.time()
+    c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    first = last = None
+    err = None
+    for line in r:
+        line = line.strip()
+        if not line.startswith(b"data:") or line == b"data: [DONE]":
+            continue
+        ev = json.loads(line[5:])
+        if "error" in ev:
+            err = ev["error"]
+            break
+        if any(ch.get("text") for ch in ev.get("choices", [])):
+            now = time.time()
+            first = first or now
+            last = now
+    res[i] = (err, r.status, t0, first, last)
+threads = [threading.Thread(target=one, args=(i,)) for i in range(conc)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+bad = [x for x in res if x is None or x[0] or x[3] is None]
+if bad:
+    print("gateway %s c%d: failed: %s" % (label, conc, bad[:2]))
+else:
+    ttft = statistics.median(1e3 * (f - t0) for _, _, t0, f, _ in res)
+    tpot = statistics.median(1e3 * (l - f) / (n - 1) for _, _, _, f, l in res)
+    print("gateway %s c%d: %d-token prompts, %d output tokens: TTFT %.0f ms, %.2f ms per output token (medians)" % (label, conc, prompt, n, ttft, tpot))
+PY
+        done
         timeout 120 "$BIN/m3-bench-serve" --address 127.0.0.1:$port --prompt "$PROMPT" \
           --output $n --conc 1 --label "$FORMAT $mode grpc c1 $n" 2>/dev/null | tee -a "$OUT/gateway.txt"
         kill $gpid 2>/dev/null

@@ -13,7 +13,8 @@
 # Usage (repo root): bash scripts/device/load_memory_check.sh [FORMATS]
 #   FORMATS: space-separated, default "bf16 mxfp8 nvfp4 mixed"
 #   env: MAX_SHARD (default 5G: m3-make-random-checkpoint --max-shard-size), LOAD_S bounds
-#   each load (seconds), EXTRA_SERVE_ARGS (e.g. --tensor-parallel 2)
+#   each load (seconds), EXTRA_SERVE_ARGS (e.g. --tensor-parallel 2); for a dry run of the
+#   script itself: BIN (binaries already unpacked), DEVICE (cuda), CKPT_ARGS (narrower widths)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/load_memory_check_out}"
@@ -25,9 +26,11 @@ step() { echo "== $* ($(date +%T))"; }
 fail=0
 {
   nvidia-smi --query-gpu=index,name,memory.total --format=csv 2>&1
-  step "unpacking $BUNDLE"
-  mkdir -p /tmp/gpu-bundle && tar -C /tmp/gpu-bundle -xJf "$BUNDLE"
-  BIN=/tmp/gpu-bundle/bin
+  if [ -z "${BIN:-}" ]; then
+    step "unpacking $BUNDLE"
+    mkdir -p /tmp/gpu-bundle && tar -C /tmp/gpu-bundle -xJf "$BUNDLE"
+    BIN=/tmp/gpu-bundle/bin
+  fi
   export LD_LIBRARY_PATH="/tmp/gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
   free -g | head -2
   shm_gb=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
@@ -42,7 +45,7 @@ fail=0
     rm -rf "$dir"
     step "$f: a 4-layer real-width checkpoint in shards of $MAX_SHARD into $dir"
     timeout 300 "$BIN/m3-make-random-checkpoint" --out "$dir" --format "$f" --layers 4 \
-      --max-shard-size "$MAX_SHARD" 2>&1 | tee "$OUT/make-$f.log"
+      --max-shard-size "$MAX_SHARD" ${CKPT_ARGS:-} 2>&1 | tee "$OUT/make-$f.log"
     largest=$(grep -o 'largest_shard_bytes=[0-9]*' "$OUT/make-$f.log" | cut -d= -f2)
     total=$(grep -o 'total_bytes=[0-9]*' "$OUT/make-$f.log" | cut -d= -f2)
     shards=$(ls "$dir"/model-*.safetensors 2>/dev/null | wc -l)
@@ -52,14 +55,14 @@ fail=0
       fail=1
       continue
     fi
-    step "$f: m3-engine serve --device cuda (load only)"
+    step "$f: m3-engine serve --device ${DEVICE:-cuda} (load only)"
     log="$OUT/serve-$f.log"
     start=$(date +%s.%N)
-    "$BIN/m3-engine" serve --model "$dir" --device cuda --port $port --host 127.0.0.1 \
+    "$BIN/m3-engine" serve --model "$dir" --device "${DEVICE:-cuda}" --port $port --host 127.0.0.1 \
       --max-num-seqs 8 --max-batched-tokens 2048 ${EXTRA_SERVE_ARGS:-} >"$log" 2>&1 &
     pid=$!
     for _ in $(seq 1 $((2 * ${LOAD_S:-240}))); do
-      grep -q "weights loaded" "$log" && break
+      grep -q "weights loaded" "$log" 2>/dev/null && break
       kill -0 $pid 2>/dev/null || break
       sleep 0.5
     done
