@@ -7,12 +7,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
+#include "engine/backend/quant_config.h"
 #include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_memory_plan.h"
 #include "engine/minimax_m3/m3_model_weights.h"
 #include "engine/minimax_m3/m3_shard_plan.h"
+#include "engine/model_registry.h"
 #include "shared/error.h"
 #include "shared/safetensors.h"
 #include "tests/test_util.h"
@@ -164,6 +167,51 @@ TEST_CASE("weight memory estimate: the full size per GPU in each format") {
       CHECK(tp2 > kH200);
     }
     if (std::string(f) == "nvfp4" || std::string(f) == "mixed") CHECK(tp2 < kH200);
+  }
+}
+
+TEST_CASE("full-size configs: the engine's quantization config reads each module's format") {
+  for (const char* f : kFormats) {
+    CAPTURE(f);
+    const auto c = mm::LoadModelConfig(FullSizeDir(f));
+    const engine::backend::QuantConfig q = engine::backend::LoadQuantConfig(FullSizeDir(f));
+    CHECK(q.quantized() == (std::string(f) != "bf16"));
+    // Every Linear of a rank, through the estimate: the loader's reading gives the same bytes
+    // as the formats m3-make-random-checkpoint means.
+    for (const auto& plan : {mm::SingleRankPlan(c.text), mm::MakeShardPlan(c.text, 2, 1, 1)})
+      CHECK(*mm::EstimateRankWeightBytes(c, plan, mm::FormatsFromQuantConfig(q)) ==
+            *mm::EstimateRankWeightBytes(c, plan, RoleFormats(f)));
+    const std::string l = "language_model.model.layers.";
+    CHECK(q.FormatOf(l + "0.mlp.down_proj") == *RoleFormats(f)(l + "0.mlp.down_proj"));
+    CHECK(q.FormatOf(l + "7.block_sparse_moe.experts.3.w1") ==
+          *RoleFormats(f)(l + "7.block_sparse_moe.experts.3.w1"));
+    CHECK(q.FormatOf(l + "7.self_attn.index_k_proj") ==
+          *RoleFormats(f)(l + "7.self_attn.index_k_proj"));
+  }
+}
+
+TEST_CASE("m3-make-random-checkpoint's sharded checkpoints load in each format") {
+  for (const char* f : kFormats) {
+    CAPTURE(f);
+    const std::string dir = TempDir() + "/load-" + f;
+    const std::string cmd = BinPath("m3-make-random-checkpoint") + " --format " + f + " --out " +
+                            dir +
+                            " --layers 3 --experts 8 --vocab 1000 --hidden 256 --heads 8 "
+                            "--expert-inter 128 --shared-inter 128 --dense-inter 256 "
+                            "--max-shard-size 1M > /dev/null";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    CHECK(std::filesystem::exists(dir + "/model.safetensors.index.json"));
+    const json index = Read(dir + "/model.safetensors.index.json");
+    std::set<std::string> shards;
+    for (const auto& [name, file] : index["weight_map"].items()) {
+      shards.insert(file.get<std::string>());
+      CHECK(std::filesystem::exists(dir + "/" + file.get<std::string>()));
+    }
+    CHECK(shards.size() > 2);
+    engine::RunnerOptions ro;
+    auto runner = engine::LoadModelRunner(dir, ro);
+    CHECK(runner->info().weight_bytes > 0);
+    std::filesystem::remove_all(dir);
   }
 }
 
