@@ -60,14 +60,14 @@ __global__ void NormalKernel(uint64_t key, float mean, float std, int64_t n, T* 
   }
 }
 
-__global__ void Mxfp8Kernel(uint64_t key, float std, int64_t blocks, uint8_t* codes,
+__global__ void Mxfp8Kernel(uint64_t key, float std, int64_t block0, int64_t blocks, uint8_t* codes,
                             uint8_t* scales) {
   for (int64_t b = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; b < blocks;
        b += int64_t{gridDim.x} * blockDim.x) {
     float w[32];
     float amax = 0.0f;
     for (int p = 0; p < 16; ++p) {
-      CounterNormalPair(key, static_cast<uint64_t>(b * 16 + p), w[2 * p], w[2 * p + 1]);
+      CounterNormalPair(key, static_cast<uint64_t>((block0 + b) * 16 + p), w[2 * p], w[2 * p + 1]);
       w[2 * p] = cn::Mul(std, w[2 * p]);
       w[2 * p + 1] = cn::Mul(std, w[2 * p + 1]);
       amax = fmaxf(amax, fmaxf(fabsf(w[2 * p]), fabsf(w[2 * p + 1])));
@@ -83,7 +83,7 @@ __global__ void Mxfp8Kernel(uint64_t key, float std, int64_t blocks, uint8_t* co
   }
 }
 
-__global__ void Nvfp4Kernel(uint64_t key, float std, float global, int64_t blocks,
+__global__ void Nvfp4Kernel(uint64_t key, float std, float global, int64_t block0, int64_t blocks,
                             int64_t blocks_per_row, uint8_t* packed, uint8_t* scales,
                             float* row_scale) {
   const float block_div = cn::Mul(kE2M1MaxValue, global);
@@ -92,7 +92,7 @@ __global__ void Nvfp4Kernel(uint64_t key, float std, float global, int64_t block
     float w[16];
     float amax = 0.0f;
     for (int p = 0; p < 8; ++p) {
-      CounterNormalPair(key, static_cast<uint64_t>(b * 8 + p), w[2 * p], w[2 * p + 1]);
+      CounterNormalPair(key, static_cast<uint64_t>((block0 + b) * 8 + p), w[2 * p], w[2 * p + 1]);
       w[2 * p] = cn::Mul(std, w[2 * p]);
       w[2 * p + 1] = cn::Mul(std, w[2 * p + 1]);
       amax = fmaxf(amax, fmaxf(fabsf(w[2 * p]), fabsf(w[2 * p + 1])));
@@ -127,23 +127,25 @@ void RandomNormalFill(uint64_t seed, float mean, float std, int64_t n, void* out
   CheckLaunch("RandomNormalFill");
 }
 
-void RandomMxfp8Fill(uint64_t seed, float std, int64_t rows, int64_t K, uint8_t* codes,
-                     uint8_t* scales, cudaStream_t stream) {
+void RandomMxfp8Fill(uint64_t seed, float std, int64_t first_row, int64_t rows, int64_t K,
+                     uint8_t* codes, uint8_t* scales, cudaStream_t stream) {
   if (K % 32 != 0) throw std::runtime_error("RandomMxfp8Fill: K must be a multiple of 32");
   const int64_t blocks = rows * (K / 32);
   if (blocks <= 0) return;
-  Mxfp8Kernel<<<GridFor(blocks), kThreads, 0, stream>>>(NormalStreamKey(seed), std, blocks, codes,
-                                                        scales);
+  Mxfp8Kernel<<<GridFor(blocks), kThreads, 0, stream>>>(
+      NormalStreamKey(seed), std, first_row * (K / 32), blocks, codes, scales);
   CheckLaunch("RandomMxfp8Fill");
 }
 
-void RandomNvfp4Fill(uint64_t seed, float std, float global, int64_t rows, int64_t K,
-                     uint8_t* packed, uint8_t* scales, float* row_scale, cudaStream_t stream) {
+void RandomNvfp4Fill(uint64_t seed, float std, float global, int64_t first_row, int64_t rows,
+                     int64_t K, uint8_t* packed, uint8_t* scales, float* row_scale,
+                     cudaStream_t stream) {
   if (K % 16 != 0) throw std::runtime_error("RandomNvfp4Fill: K must be a multiple of 16");
   const int64_t blocks = rows * (K / 16);
   if (blocks <= 0) return;
-  Nvfp4Kernel<<<GridFor(blocks), kThreads, 0, stream>>>(NormalStreamKey(seed), std, global, blocks,
-                                                        K / 16, packed, scales, row_scale);
+  Nvfp4Kernel<<<GridFor(blocks), kThreads, 0, stream>>>(NormalStreamKey(seed), std, global,
+                                                        first_row * (K / 16), blocks, K / 16,
+                                                        packed, scales, row_scale);
   CheckLaunch("RandomNvfp4Fill");
 }
 
