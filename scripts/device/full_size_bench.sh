@@ -26,7 +26,8 @@
 #   MODE: tp (default) | ep | both (both: two loads; shrink OUTPUT to stay in 10 minutes)
 #   env: CONC (1,4,16,32), PROMPT (1024), OUTPUT (1024), SERVE_S bounds each m3-bench-serve
 #   (seconds), LOAD_S bounds the load, GATEWAY=0 skips the gateway, GATEWAY_CONC, EXTRA_SERVE_ARGS,
-#   GPU_MEMORY_FRACTION (0.95: the NVFP4 weights take ~123 GiB per GPU at TP 2, ~129 at EP 2)
+#   for a dry run of the script itself: BIN (binaries already unpacked), DEVICE (cuda),
+#   MODEL_DIR (another config directory), KV_ARGS (--kv-cache-dtype fp8), GPU_MEMORY_FRACTION (0.95: the NVFP4 weights take ~123 GiB per GPU at TP 2, ~129 at EP 2)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/full_size_bench_out}"
@@ -57,9 +58,11 @@ case "$MODE" in tp) MODES="tp" ;; ep) MODES="ep" ;; both) MODES="tp ep" ;; *)
 esac
 {
   nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv 2>&1
-  step "unpacking $BUNDLE"
-  mkdir -p /tmp/gpu-bundle && tar -C /tmp/gpu-bundle -xJf "$BUNDLE"
-  BIN=/tmp/gpu-bundle/bin
+  if [ -z "${BIN:-}" ]; then
+    step "unpacking $BUNDLE"
+    mkdir -p /tmp/gpu-bundle && tar -C /tmp/gpu-bundle -xJf "$BUNDLE"
+    BIN=/tmp/gpu-bundle/bin
+  fi
   export NCCL_NVLS_ENABLE=0
   export LD_LIBRARY_PATH="/tmp/gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:$(nccl_dir):${LD_LIBRARY_PATH:-}"
   ldd "$BIN/m3-engine" "$BIN/m3-bench-serve" | grep "not found"
@@ -67,7 +70,9 @@ esac
   # The model directory: the repo's (mixed is packed: its quantized_layers names every module).
   MODEL=/tmp/m3-full-$FORMAT
   rm -rf "$MODEL" && mkdir -p "$MODEL"
-  if [ "$FORMAT" = mixed ]; then
+  if [ -n "${MODEL_DIR:-}" ]; then
+    cp "$MODEL_DIR"/*.json "$MODEL/" && rm -f "$MODEL/tokenizer.json"
+  elif [ "$FORMAT" = mixed ]; then
     tar -C /tmp -xJf tests/data/minimax-m3-full/mixed.tar.xz && cp /tmp/mixed/* "$MODEL/"
   else
     cp tests/data/minimax-m3-full/"$FORMAT"/*.json "$MODEL/"
@@ -98,11 +103,13 @@ EOF
     par="--tensor-parallel $GPUS"
     [ "$mode" = ep ] && par="--expert-parallel $GPUS"
     log="$OUT/serve-$FORMAT-$mode.log"
-    step "m3-engine serve $FORMAT $par --load-format dummy --kv-cache-dtype fp8"
+    step "m3-engine serve $FORMAT $par --load-format dummy ${KV_ARGS---kv-cache-dtype fp8}"
     start=$(date +%s)
-    "$BIN/m3-engine" serve --model "$MODEL" --device cuda --port $port --host 127.0.0.1 $par \
-      --load-format dummy --kv-cache-dtype fp8 --max-num-seqs 64 --max-batched-tokens 8192 \
-      --gpu-memory-fraction "${GPU_MEMORY_FRACTION:-0.95}" ${EXTRA_SERVE_ARGS:-} >"$log" 2>&1 &
+    mem="--gpu-memory-fraction ${GPU_MEMORY_FRACTION:-0.95}"
+    [ "${DEVICE:-cuda}" = cpu ] && mem=""
+    "$BIN/m3-engine" serve --model "$MODEL" --device "${DEVICE:-cuda}" --port $port \
+      --host 127.0.0.1 $par --load-format dummy ${KV_ARGS---kv-cache-dtype fp8} \
+      --max-num-seqs 64 --max-batched-tokens 8192 $mem ${EXTRA_SERVE_ARGS:-} >"$log" 2>&1 &
     pid=$!
     for _ in $(seq 1 $((2 * ${LOAD_S:-200}))); do
       grep -q "listening on port" "$log" 2>/dev/null && break
