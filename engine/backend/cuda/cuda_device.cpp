@@ -20,7 +20,6 @@
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/random_fill.h"
 #include "kernels/cuda/elementwise.cuh"
-#include "kernels/cuda/microscaling.cuh"
 #include "kernels/cuda/qk_norm_rope.cuh"
 #include "kernels/cuda/random_fill.cuh"
 #include "shared/log.h"
@@ -323,39 +322,7 @@ class GpuDevice final : public CudaDevice {
                 " Linear needs K a multiple of " + std::to_string(block));
     const int64_t K = shape.back(), rows = NumElements(shape) / K;
     const bool mx = format == WeightFormat::kMxfp8;
-    const float global = kernels::cpu::DummyNvfp4GlobalScale(std);
-    // Rows [r, r + n) drawn into codes / scales / row_scale (row r's first byte each).
-    auto draw = [&](int64_t r, int64_t n, uint8_t* c, uint8_t* sc, float* rs) {
-      Run("DummyLinear", [&] {
-        if (mx)
-          k::RandomMxfp8Fill(seed, std, r, n, K, c, sc, S());
-        else
-          k::RandomNvfp4Fill(seed, std, global, r, n, K, c, sc, rs, S());
-      });
-    };
-    if (!KeepsQuantized(format)) {
-      // Held dense, as UploadQuantizedLinear holds this format: the same draws dequantized on
-      // the device, a bounded slab of rows at a time.
-      DeviceTensor w = Make(DType::kBF16, std::move(shape), true);
-      const int64_t slab = std::max<int64_t>(1, (int64_t{64} << 20) / K);
-      DeviceTensor c = Alloc(DType::kU8, {std::min(slab, rows), mx ? K : K / 2});
-      DeviceTensor sc = Alloc(DType::kU8, {std::min(slab, rows), K / block});
-      DeviceTensor rs = Alloc(DType::kF32, {std::min(slab, rows)});
-      for (int64_t r = 0; r < rows; r += slab) {
-        const int64_t n = std::min(slab, rows - r);
-        draw(r, n, c.data<uint8_t>(), sc.data<uint8_t>(), rs.data<float>());
-        k::bf16* out = w.data<k::bf16>() + r * K;
-        Run("DummyLinear", [&] {
-          if (mx)
-            k::DequantizeMxfp8ToBf16(c.data<uint8_t>(), sc.data<uint8_t>(), n, K, out, S());
-          else
-            k::DequantizeNvfp4ToBf16(c.data<uint8_t>(), sc.data<uint8_t>(), rs.data<float>(), n, K,
-                                     out, S());
-        });
-      }
-      weight_bytes_ += w.bytes();
-      return LinearWeight(std::move(w));
-    }
+    // The layout UploadQuantizedLinear keeps a checkpoint's Linears in.
     Shape codes = shape, scales = shape, row_scale(shape.begin(), shape.end() - 1);
     codes.back() = mx ? K : K / 2;
     scales.back() = K / block;
@@ -364,8 +331,15 @@ class GpuDevice final : public CudaDevice {
     L.w = Make(mx ? DType::kF8E4M3 : DType::kU8, std::move(codes), true);
     L.scales = Make(mx ? DType::kU8 : DType::kF8E4M3, std::move(scales), true);
     if (!mx) L.row_scale = Make(DType::kF32, std::move(row_scale), true);
-    draw(0, rows, L.w.data<uint8_t>(), L.scales.data<uint8_t>(),
-         mx ? nullptr : L.row_scale.data<float>());
+    Run("DummyLinear", [&] {
+      if (mx)
+        k::RandomMxfp8Fill(seed, std, 0, rows, K, L.w.data<uint8_t>(), L.scales.data<uint8_t>(),
+                           S());
+      else
+        k::RandomNvfp4Fill(seed, std, kernels::cpu::DummyNvfp4GlobalScale(std), 0, rows, K,
+                           L.w.data<uint8_t>(), L.scales.data<uint8_t>(), L.row_scale.data<float>(),
+                           S());
+    });
     weight_bytes_ += L.bytes();
     return L;
   }
@@ -423,11 +397,6 @@ class GpuDevice final : public CudaDevice {
     BindDevice(ctx_->device);
     return ctx_->stream;
   }
-
-  // Whether this device holds `format` quantized (its ops have kernels for it) or dense, as
-  // UploadQuantizedLinear stores a checkpoint's Linears: dummy weights follow the same rule.
-  // Dense until the quantized GEMV / GEMM / MoE kernels land with UploadQuantizedLinear.
-  static bool KeepsQuantized(WeightFormat) { return false; }
 
   DeviceTensor Make(DType dtype, Shape shape, bool persistent) {
     DeviceTensor t;
