@@ -1,13 +1,11 @@
 // Device's defaults for quantized Linears (dequantize on the host, upload dense) and dummy
-// weights (drawn on the host, uploaded as a checkpoint's would be).
+// weights (drawn on the host by the GPU fills' CPU twin, uploaded as a checkpoint's would be).
 #include "engine/backend/device.h"
 
-#include <algorithm>
-#include <cmath>
-#include <numbers>
+#include <string>
 
-#include "kernels/cpu/microscaling.h"
-#include "kernels/random_stream.h"
+#include "kernels/cpu/random_fill.h"
+#include "shared/error.h"
 
 namespace m3::engine::backend {
 
@@ -22,16 +20,11 @@ TensorView F32View(const std::vector<float>& v, const Shape& shape) {
   return t;
 }
 
-// Box-Muller over the counter-based stream: element i depends only on (seed, i).
+// kernels/cpu/random_fill.h's draws: the numbers GPU devices draw in place, so a dummy model is
+// the same model on the CPU (float32) and on a GPU (bf16 of the same values).
 std::vector<float> Normal(int64_t n, float mean, float std, uint64_t seed) {
-  std::vector<float> out(static_cast<size_t>(n), mean);
-  if (std == 0.0f) return out;
-  for (int64_t i = 0; i < n; ++i) {
-    const double u1 = 1.0 - kernels::CounterUniform(seed, 2 * static_cast<uint64_t>(i));
-    const double u2 = kernels::CounterUniform(seed, 2 * static_cast<uint64_t>(i) + 1);
-    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-    out[static_cast<size_t>(i)] = mean + std * static_cast<float>(z);
-  }
+  std::vector<float> out(static_cast<size_t>(n));
+  kernels::cpu::RandomNormal(seed, mean, std, 0, n, out.data());
   return out;
 }
 
@@ -54,21 +47,17 @@ LinearWeight Device::DummyLinear(WeightFormat format, Shape shape, float std, ui
   if (format == WeightFormat::kDense)
     return LinearWeight(DummyWeight(std::move(shape), 0, std, seed));
   const int64_t K = shape.back(), N = NumElements(shape) / K, block = WeightFormatBlock(format);
-  const std::vector<float> w = Normal(N * K, 0.0f, std, seed);
+  Require(shape.size() >= 2 && K > 0 && K % block == 0, ErrorCode::kInternal,
+          "DummyLinear: a " + std::string(WeightFormatName(format)) +
+              " Linear needs K a multiple of " + std::to_string(block));
   const bool mx = format == WeightFormat::kMxfp8;
   std::vector<uint8_t> codes(static_cast<size_t>(mx ? N * K : N * K / 2));
   std::vector<uint8_t> scales(static_cast<size_t>(N * K / block));
-  float amax = 0;
-  for (float x : w) amax = std::max(amax, std::fabs(x));
-  const float global = kernels::cpu::Nvfp4GlobalScale(amax);
-  for (int64_t r = 0; r < N; ++r) {
-    const float* row = w.data() + r * K;
-    uint8_t* s = scales.data() + r * (K / block);
-    if (mx)
-      kernels::cpu::QuantizeMxfp8Row(row, K, codes.data() + r * K, s);
-    else
-      kernels::cpu::QuantizeNvfp4Row(row, K, global, codes.data() + r * K / 2, s);
-  }
+  const float global = mx ? 1.0f : kernels::cpu::DummyNvfp4GlobalScale(std);
+  if (mx)
+    kernels::cpu::RandomMxfp8Rows(seed, std, K, 0, N, codes.data(), scales.data());
+  else
+    kernels::cpu::RandomNvfp4Rows(seed, std, global, K, 0, N, codes.data(), scales.data());
   QuantizedPart p;
   p.codes = {mx ? DType::kF8E4M3 : DType::kU8, {N, mx ? K : K / 2}, codes.data(), codes.size()};
   p.scales = {mx ? DType::kU8 : DType::kF8E4M3, {N, K / block}, scales.data(), scales.size()};

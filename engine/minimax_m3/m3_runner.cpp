@@ -13,6 +13,7 @@
 #include "engine/backend/make_m3_ops.h"
 #include "engine/minimax_m3/m3_config.h"
 #include "engine/minimax_m3/m3_decoder_graph.h"
+#include "engine/minimax_m3/m3_memory_plan.h"
 #include "engine/minimax_m3/m3_model_weights.h"
 #include "engine/minimax_m3/m3_shard_plan.h"
 #include "engine/minimax_m3/m3_vision.h"
@@ -38,10 +39,17 @@ class M3Runner : public ModelRunner {
         ops_(backend::MakeM3Ops(*device_)),
         comm_(std::move(comm)) {
     LoadReport report;
-    if (store)
-      weights_ = LoadM3ModelWeights(*store, config_, *device_, report, plan, shared_pages);
-    else
-      weights_ = DrawM3DummyWeights(config_, quant, *device_, report, plan);
+    try {
+      if (store)
+        weights_ = LoadM3ModelWeights(*store, config_, *device_, report, plan, shared_pages);
+      else
+        weights_ = DrawM3DummyWeights(config_, quant, *device_, report, plan);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kResourceExhausted) throw;
+      throw Error(e.code(), "the weights do not fit on " + device_->name() + " (" +
+                                std::to_string(device_->weight_bytes() >> 20) +
+                                " MiB of weights uploaded before): " + e.what());
+    }
     DecoderStepLimits limits;
     limits.max_num_seqs = options.max_num_seqs;
     limits.max_batched_tokens = options.max_batched_tokens;
@@ -73,6 +81,7 @@ class M3Runner : public ModelRunner {
     info_.kv_cache_dtype = options.fp8_kv_cache ? DTypeName(DType::kF8E4M3) : info_.dtype;
     info_.device = device_->name();
     info_.weight_bytes = report.device_bytes;
+    info_.ranks = {{device_->name(), report.device_bytes}};
     info_.vocab_size = t.vocab_size;
     info_.hidden_size = t.hidden_size;
     info_.num_layers = t.num_hidden_layers;
@@ -237,6 +246,8 @@ std::unique_ptr<ModelRunner> LoadParallel(const std::string& model_dir,
     quant = backend::LoadQuantConfig(model_dir);
   else
     store = WeightStore::OpenDirectory(model_dir);
+  CheckWeightsFit(config, plans, devices,
+                  store ? FormatsFromStore(*store) : FormatsFromQuantConfig(quant));
   SharedPageRelease shared_pages(world);
   // A CPU rank failing mid-step releases the others from the collectives they wait in; GPU
   // ranks waiting for a failed peer inside NCCL kernels are released by aborting the group,
@@ -278,12 +289,20 @@ std::unique_ptr<ModelRunner> LoadMiniMaxM3Runner(const std::string& model_dir,
   // The device first: a missing driver or GPU is reported before any file is read.
   std::unique_ptr<backend::Device> device = backend::MakeDevice(options.device);
   ModelConfig config = LoadModelConfig(model_dir);
+  // Dummy weights read no file: config.json and the quantization config describe the model.
+  std::optional<WeightStore> store;
+  backend::QuantConfig quant;
   if (options.dummy_weights)
-    return std::make_unique<M3Runner>(std::move(config), std::move(device), nullptr,
-                                      backend::LoadQuantConfig(model_dir), options);
-  WeightStore store = WeightStore::OpenDirectory(model_dir);
-  return std::make_unique<M3Runner>(std::move(config), std::move(device), &store,
-                                    backend::QuantConfig{}, options);
+    quant = backend::LoadQuantConfig(model_dir);
+  else
+    store = WeightStore::OpenDirectory(model_dir);
+  if (device->name() != "cpu") {
+    CheckM3Config(config);
+    CheckWeightsFit(config, {SingleRankPlan(config.text)}, {device->name()},
+                    store ? FormatsFromStore(*store) : FormatsFromQuantConfig(quant));
+  }
+  return std::make_unique<M3Runner>(std::move(config), std::move(device), store ? &*store : nullptr,
+                                    quant, options);
 }
 
 }  // namespace m3::engine::minimax_m3

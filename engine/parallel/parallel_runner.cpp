@@ -35,6 +35,9 @@ class ParallelRunner : public ModelRunner {
     // yet), and the failure is reported when they are done.
     if (hooks.stuck) threads_.SetOnStuck(hooks.stuck, hooks.stuck_grace);
     info_ = ranks_.front()->info();
+    info_.ranks.clear();
+    for (const auto& r : ranks_)
+      for (const RunnerInfo::DeviceWeights& d : r->info().ranks) info_.ranks.push_back(d);
   }
   ~ParallelRunner() override {
     // Each rank's runner is destroyed on its own thread (its backend's resources with it).

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "engine/backend/make_device.h"
 #include "engine/runtime/content_hash.h"
@@ -19,23 +22,43 @@ int64_t DefaultPageSize(const RunnerInfo& info) {
   return info.msa_block_size > 0 ? info.msa_block_size : 16;
 }
 
-// fraction * total minus what is in use now (these weights, the CUDA context and cuBLAS, other
-// processes); the complement of the fraction is left for the step activations.
+// fraction * total minus what is in use now (the weights, the step workspace of a one-page
+// probe, the CUDA context and cuBLAS, other processes), less a margin for the workspace's growth
+// with the block tables' width; the complement of the fraction is left for what comes later
+// (recorded decode graphs, op scratch, collectives' buffers).
 int64_t GpuKvBudget(const std::string& device, double fraction) {
+  constexpr int64_t kMargin = int64_t{32} << 20;
   Require(fraction <= 1, ErrorCode::kInvalidArgument, "the GPU memory fraction must be <= 1");
   const backend::DeviceMemory m = backend::QueryDeviceMemory(device);
   Require(m.total_bytes > 0, ErrorCode::kInvalidArgument,
           "a GPU memory fraction was given for device " + device + ", which is no GPU");
   const int64_t used = m.total_bytes - m.free_bytes;
-  const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(m.total_bytes)) - used;
+  const int64_t budget =
+      static_cast<int64_t>(fraction * static_cast<double>(m.total_bytes)) - used - kMargin;
   Log(LogLevel::kInfo, "engine: ", device, " has ", m.total_bytes >> 20, " MiB, ", used >> 20,
-      " MiB in use after loading the weights; GPU memory fraction ", fraction, " leaves ",
-      std::max<int64_t>(budget, 0) >> 20, " MiB for the KV cache");
+      " MiB in use after loading the weights and reserving the step workspace; GPU memory "
+      "fraction ",
+      fraction, " leaves ", std::max<int64_t>(budget, 0) >> 20, " MiB for the KV cache");
   Require(budget > 0, ErrorCode::kResourceExhausted,
           "GPU memory fraction " + std::to_string(fraction) + " of " + device + "'s " +
-              std::to_string(m.total_bytes >> 20) + " MiB leaves no room for the KV cache: " +
-              std::to_string(used >> 20) + " MiB are in use after loading the weights");
+              std::to_string(m.total_bytes >> 20) +
+              " MiB leaves no room for the KV cache: " + std::to_string(used >> 20) +
+              " MiB are in use after loading the weights and reserving the step workspace");
   return budget;
+}
+
+// The devices holding the model: each rank's (a parallel runner), else the runner's one.
+std::vector<std::string> ModelDevices(const RunnerInfo& info) {
+  std::vector<std::string> d;
+  for (const RunnerInfo::DeviceWeights& r : info.ranks) d.push_back(r.device);
+  if (d.empty()) d.push_back(info.device);
+  return d;
+}
+
+std::string GiB(int64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  return b;
 }
 
 }  // namespace
@@ -50,8 +73,17 @@ EngineCore::EngineCore(std::unique_ptr<ModelRunner> runner, const EngineConfig& 
           ErrorCode::kInvalidArgument,
           "the KV page size " + std::to_string(config_.page_size) +
               " must divide the MSA block size " + std::to_string(info_.msa_block_size));
-  if (config_.kv_pages <= 0 && config_.kv_memory_bytes <= 0 && config_.gpu_memory_fraction > 0)
-    config_.kv_memory_bytes = GpuKvBudget(info_.device, config_.gpu_memory_fraction);
+  if (config_.kv_pages <= 0 && config_.kv_memory_bytes <= 0 && config_.gpu_memory_fraction > 0) {
+    // A one-page cache first: the step workspace it reserves is then counted as in use, so
+    // the KV pages leave room for it. The smallest device's budget holds on every rank.
+    runner_->AllocateKvCache(1, config_.page_size);
+    int64_t budget = -1;
+    for (const std::string& d : ModelDevices(info_)) {
+      const int64_t b = GpuKvBudget(d, config_.gpu_memory_fraction);
+      budget = budget < 0 ? b : std::min(budget, b);
+    }
+    config_.kv_memory_bytes = budget;
+  }
   if (config_.kv_pages <= 0) {
     const int64_t per_page = runner_->KvBytesPerPage(config_.page_size);
     Require(per_page > 0, ErrorCode::kInternal, "the runner reports 0 bytes per KV page");
@@ -72,6 +104,17 @@ EngineCore::EngineCore(std::unique_ptr<ModelRunner> runner, const EngineConfig& 
       std::make_unique<KvCacheManager>(config_.kv_pages, config_.page_size, config_.prefix_caching);
   encoder_cache_ = std::make_unique<EncoderCache>(config_.encoder_cache_bytes);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_, *encoder_cache_);
+  // What each device holds, once: weights, the KV cache, and what is left.
+  const int64_t kv_bytes = config_.kv_pages * runner_->KvBytesPerPage(config_.page_size);
+  for (const RunnerInfo::DeviceWeights& r : info_.ranks) {
+    const backend::DeviceMemory m = backend::QueryDeviceMemory(r.device);
+    if (m.total_bytes <= 0) continue;
+    Log(LogLevel::kInfo, "engine: memory on ", r.device, ": weights ", GiB(r.weight_bytes),
+        ", KV cache ", GiB(kv_bytes), " (", config_.kv_pages,
+        " pages = ", config_.kv_pages * config_.page_size, " tokens), ",
+        GiB(m.total_bytes - m.free_bytes), " in use, ", GiB(m.free_bytes), " free of ",
+        GiB(m.total_bytes));
+  }
   Log(LogLevel::kInfo, "engine: ", info_.architecture, " on ", info_.device, ", KV ",
       config_.kv_pages, " pages of ", config_.page_size, " tokens in ",
       info_.kv_cache_dtype.empty() ? info_.dtype : info_.kv_cache_dtype, " (",

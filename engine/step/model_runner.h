@@ -40,6 +40,13 @@ struct RunnerInfo {
   int64_t weight_bytes = 0;  // what the loaded weights take on the device (memory planning)
   // The decoder's K/V pages as stored: dtype, or "F8_E4M3" (RunnerOptions::fp8_kv_cache).
   std::string kv_cache_dtype;
+  // Each device holding a part of the model (one per rank of a parallel runner) and the bytes
+  // of weights it holds: the KV cache is sized and reported per device.
+  struct DeviceWeights {
+    std::string device;
+    int64_t weight_bytes = 0;
+  };
+  std::vector<DeviceWeights> ranks;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;

@@ -3,6 +3,27 @@
 
 namespace m3::bench {
 
+RandomM3Shape FullSizeM3Shape() {
+  RandomM3Shape s;
+  s.layers = 60;
+  s.dense_layers = 3;
+  s.max_position = 524288;
+  s.rope_theta = 5000000.0;
+  s.vision_hidden = 1280;
+  s.vision_layers = 32;
+  s.vision_heads = 16;
+  s.vision_inter = 5120;
+  s.projector = 6144;
+  s.mtp_modules = 1;
+  // The M3 chat tokenizer's ids (tests/data/m3-chat: 32000 ids, within the 200064 vocabulary),
+  // which the full-size model directories carry so the gateway can serve them.
+  s.image_token = 6;
+  s.video_token = 7;
+  s.bos = 3;
+  s.eos = 2;
+  return s;
+}
+
 nlohmann::json RandomM3Config(const RandomM3Shape& w) {
   using nlohmann::json;
   json text = {
@@ -33,21 +54,21 @@ nlohmann::json RandomM3Config(const RandomM3Shape& w) {
       {"swiglu_alpha", 1.702},
       {"swiglu_limit", 7.0},
       {"tie_word_embeddings", false},
-      {"bos_token_id", w.vocab - 4},
-      {"eos_token_id", w.vocab - 3},
+      {"bos_token_id", w.bos_id()},
+      {"eos_token_id", w.eos_id()},
   };
+  if (w.mtp_modules > 0) text["num_mtp_modules"] = w.mtp_modules;
   json layer_types = json::array(), mlp_types = json::array();
   for (int64_t i = 0; i < w.layers; ++i) {
-    const bool full = w.full_attention_every > 0 ? i % w.full_attention_every == 0 : i == 0;
-    layer_types.push_back(full ? "full_attention" : "minimax_m3_sparse");
-    mlp_types.push_back(i == 0 ? "dense" : "sparse");
+    layer_types.push_back(w.full_attention(i) ? "full_attention" : "minimax_m3_sparse");
+    mlp_types.push_back(w.dense(i) ? "dense" : "sparse");
   }
   text["layer_types"] = layer_types;
   text["mlp_layer_types"] = mlp_types;
   json vision = {{"model_type", "minimax_m3_vl_vision"},
                  {"hidden_size", w.vision_hidden},
-                 {"intermediate_size", 2 * w.vision_hidden},
-                 {"num_attention_heads", 4},
+                 {"intermediate_size", w.vision_mlp()},
+                 {"num_attention_heads", w.vision_heads},
                  {"num_hidden_layers", w.vision_layers},
                  {"num_channels", 3},
                  {"patch_size", 14},
@@ -61,8 +82,8 @@ nlohmann::json RandomM3Config(const RandomM3Shape& w) {
   return {{"architectures", {"MiniMaxM3SparseForConditionalGeneration"}},
           {"model_type", "minimax_m3_vl"},
           {"dtype", "bfloat16"},
-          {"image_token_index", w.vocab - 8},
-          {"video_token_index", w.vocab - 7},
+          {"image_token_index", w.image_id()},
+          {"video_token_index", w.video_id()},
           {"projector_hidden_size", w.projector},
           {"merged_hidden_size", 4 * w.hidden},
           {"tie_word_embeddings", false},

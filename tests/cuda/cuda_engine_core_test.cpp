@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/backend/make_device.h"
+#include "engine/minimax_m3/m3_memory_plan.h"
 #include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "tests/cuda/demo_prompts.h"
@@ -126,9 +127,10 @@ TEST_CASE("GPU serving runtime: KV sized from free memory, CPU-equal, batched eq
       "(%lld expected, %lld bytes each)\n",
       static_cast<long long>(used >> 20), fraction, static_cast<long long>(gpu.Stats().kv_pages),
       static_cast<long long>(want_pages), static_cast<long long>(per_page));
-  // Other processes may allocate meanwhile; this engine's own snapshot is a moment later.
+  // Other processes may allocate meanwhile; this engine's own snapshot is a moment later, and
+  // the KV pages leave room for the step workspace (reserved before they are counted).
   CHECK(gpu.Stats().kv_pages <= want_pages + 1);
-  CHECK(gpu.Stats().kv_pages >= want_pages * 9 / 10);
+  CHECK(gpu.Stats().kv_pages >= want_pages * 3 / 4);
 
   const std::vector<EngineRequest> reqs = Requests(gpu);
   const auto alone = RunAlone(gpu, reqs);
@@ -228,6 +230,23 @@ TEST_CASE("GPU serving runtime: a memory fraction that leaves no KV room is a cl
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::kResourceExhausted);
     CHECK(std::string(e.what()).find("leaves no room for the KV cache") != std::string::npos);
+  }
+}
+
+TEST_CASE("GPU memory: weights that cannot fit are refused before loading, with the numbers") {
+  const engine::backend::DeviceMemory m = engine::backend::QueryDeviceMemory("cuda");
+  REQUIRE(m.total_bytes > 0);
+  engine::minimax_m3::CheckWeightsFit({"cuda"}, {int64_t{1} << 20});  // 1 MiB fits
+  try {
+    engine::minimax_m3::CheckWeightsFit({"cuda", "cuda"},
+                                        {int64_t{1} << 20, m.free_bytes + (int64_t{8} << 30)});
+    FAIL("weights larger than the free memory were accepted");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK(e.code() == ErrorCode::kResourceExhausted);
+    CHECK(what.find("rank 1 on cuda: weights need") != std::string::npos);
+    CHECK(what.find("does not fit") != std::string::npos);
+    CHECK(what.find("free of") != std::string::npos);
   }
 }
 

@@ -3,7 +3,8 @@
 // entries), activations from the step workspace between BeginStep and EndStep (one cudaMalloc
 // sized by the runner; stream-ordered allocation outside steps and beyond it), CUDA graph
 // recording of steps (cuda_graph.h), cudaMalloc for weights, weight upload through two pinned
-// staging buffers filled by several threads, and the op scratch its op sets share.
+// staging buffers filled by several threads, dummy weights drawn in place (kernels/cuda/
+// random_fill.cuh), and the op scratch its op sets share.
 #include "engine/backend/cuda/cuda_device.h"
 
 #include <algorithm>
@@ -17,8 +18,10 @@
 #include "engine/backend/cuda/cuda_sampling.h"
 #include "engine/backend/step_metadata_upload.h"
 #include "kernels/cpu/parallel_for.h"
+#include "kernels/cpu/random_fill.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/qk_norm_rope.cuh"
+#include "kernels/cuda/random_fill.cuh"
 #include "shared/log.h"
 
 namespace m3::engine::backend {
@@ -294,6 +297,51 @@ class GpuDevice final : public CudaDevice {
     }
     weight_bytes_ += lw.bytes();
     return lw;
+  }
+
+  // Dummy weights drawn in place (kernels/cuda/random_fill.cuh), stored as UploadWeight and the
+  // quantized uploads store them: matrices bf16, vectors f32; block-scaled Linears in the
+  // canonical layout of linear_weight.h.
+  DeviceTensor DummyWeight(Shape shape, float mean, float std, uint64_t seed) override {
+    const DType dt = shape.size() >= 2 ? DType::kBF16 : DType::kF32;
+    DeviceTensor t = Make(dt, std::move(shape), true);
+    Run("DummyWeight", [&] {
+      k::RandomNormalFill(seed, mean, std, t.numel(), t.data<void>(),
+                          dt == DType::kBF16 ? ElemType::kBF16 : ElemType::kF32, S());
+    });
+    weight_bytes_ += t.bytes();
+    return t;
+  }
+  LinearWeight DummyLinear(WeightFormat format, Shape shape, float std, uint64_t seed) override {
+    if (format == WeightFormat::kDense)
+      return LinearWeight(DummyWeight(std::move(shape), 0, std, seed));
+    const int64_t block = WeightFormatBlock(format);
+    Require(shape.size() >= 2 && shape.back() > 0 && shape.back() % block == 0,
+            ErrorCode::kInternal,
+            "DummyLinear: a " + std::string(WeightFormatName(format)) +
+                " Linear needs K a multiple of " + std::to_string(block));
+    const int64_t K = shape.back(), rows = NumElements(shape) / K;
+    const bool mx = format == WeightFormat::kMxfp8;
+    // The layout UploadQuantizedLinear keeps a checkpoint's Linears in.
+    Shape codes = shape, scales = shape, row_scale(shape.begin(), shape.end() - 1);
+    codes.back() = mx ? K : K / 2;
+    scales.back() = K / block;
+    LinearWeight L;
+    L.format = format;
+    L.w = Make(mx ? DType::kF8E4M3 : DType::kU8, std::move(codes), true);
+    L.scales = Make(mx ? DType::kU8 : DType::kF8E4M3, std::move(scales), true);
+    if (!mx) L.row_scale = Make(DType::kF32, std::move(row_scale), true);
+    Run("DummyLinear", [&] {
+      if (mx)
+        k::RandomMxfp8Fill(seed, std, 0, rows, K, L.w.data<uint8_t>(), L.scales.data<uint8_t>(),
+                           S());
+      else
+        k::RandomNvfp4Fill(seed, std, kernels::cpu::DummyNvfp4GlobalScale(std), 0, rows, K,
+                           L.w.data<uint8_t>(), L.scales.data<uint8_t>(), L.row_scale.data<float>(),
+                           S());
+    });
+    weight_bytes_ += L.bytes();
+    return L;
   }
 
   StepMetadata PrepareStep(const ForwardBatch& b, int64_t page_size,
