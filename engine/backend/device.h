@@ -53,7 +53,12 @@ class Device {
   // Weight upload with conversion from the checkpoint dtype (any float dtype): the parts,
   // concatenated along dimension 0, form `shape` (gate/up fusion, expert stacking). Reads the
   // (mmapped) views once; no intermediate copy.
-  virtual DeviceTensor UploadWeight(std::span<const TensorView> parts, Shape shape) = 0;
+  // part_read(i), when given, is called as soon as part i's host bytes have been read (before
+  // the upload returns), so a loader can drop their pages at once: the parts of a stacked
+  // tensor (128 experts of bf16 are ~10 GB) need not all be resident together.
+  using PartRead = std::function<void(size_t part)>;
+  virtual DeviceTensor UploadWeight(std::span<const TensorView> parts, Shape shape,
+                                    const PartRead& part_read = nullptr) = 0;
   // A block-scaled Linear (linear_weight.h), its parts concatenated along dimension 0 into the
   // dequantized `shape`: a device with kernels for `format` keeps it quantized (no dense copy);
   // this default dequantizes on the host to float32 and uploads that as a dense weight.

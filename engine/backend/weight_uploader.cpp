@@ -149,8 +149,8 @@ DeviceTensor WeightUploader::LoadConcat(const std::vector<std::pair<std::string,
   }
   std::vector<TensorView> views;
   for (const auto& [name, s] : parts) views.push_back(Checked(name, s));
-  DeviceTensor t = device_.UploadWeight(views, shape);
-  Done(views);
+  DeviceTensor t = device_.UploadWeight(views, shape, [&](size_t i) { Release(views[i], 0); });
+  ReportProgress();
   return t;
 }
 
@@ -192,19 +192,17 @@ DeviceTensor WeightUploader::LoadSlices(const std::vector<WeightSlice>& parts, c
     v.nbytes = static_cast<size_t>(rows * cols) * es;
     views.push_back(v);
   }
-  DeviceTensor t = device_.UploadWeight(views, shape);
-  for (const TensorView& v : views) {
-    read_bytes_ += static_cast<int64_t>(v.nbytes);
+  // Each part's pages go as soon as the device has read it (the other ranks read other slices
+  // of the same tensors: the last one releases each).
+  DeviceTensor t = device_.UploadWeight(views, shape, [&](size_t i) {
+    read_bytes_ += static_cast<int64_t>(views[i].nbytes);
     ++tensors_;
-  }
-  // The other ranks read other slices of the same tensors: the last one releases each.
-  for (const WeightSlice& s : parts) {
-    const TensorView whole = *store_->Find(s.name);
+    const TensorView whole = *store_->Find(parts[i].name);
     if (shared_)
-      shared_->Read(whole, s.readers);
+      shared_->Read(whole, parts[i].readers);
     else
       ReleasePages(whole);
-  }
+  });
   ReportProgress();
   return t;
 }

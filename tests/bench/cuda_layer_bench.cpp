@@ -198,8 +198,9 @@ class TimedBackend : public be::Device, public be::M3Ops {
     Timed("Upload", [&] { in_.Upload(host, dst); });
   }
   void Download(const DeviceTensor& src, void* host) override { in_.Download(src, host); }
-  DeviceTensor UploadWeight(std::span<const m3::TensorView> parts, Shape shape) override {
-    return in_.UploadWeight(parts, std::move(shape));
+  DeviceTensor UploadWeight(std::span<const m3::TensorView> parts, Shape shape,
+                            const PartRead& part_read = nullptr) override {
+    return in_.UploadWeight(parts, std::move(shape), part_read);
   }
   void ReserveStepWorkspace(size_t bytes) override { in_.ReserveStepWorkspace(bytes); }
   void BeginStep(size_t from = 0) override { in_.BeginStep(from); }

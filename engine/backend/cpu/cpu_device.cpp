@@ -107,15 +107,23 @@ void CpuDevice::Download(const DeviceTensor& src, void* host) {
   }
 }
 
-DeviceTensor CpuDevice::UploadWeight(std::span<const TensorView> parts, Shape shape) {
+DeviceTensor CpuDevice::UploadWeight(std::span<const TensorView> parts, Shape shape,
+                                     const PartRead& part_read) {
   int64_t total = 0;
   for (const auto& p : parts) total += p.numel();
   Check(total == NumElements(shape), "UploadWeight: parts do not fill the shape");
-  if (shape.size() == 3 && experts_k_major_) return UploadExpertStack(parts, std::move(shape));
+  if (shape.size() == 3 && experts_k_major_) {
+    // The transposed stack reads every part in each block: the parts are read at the end.
+    DeviceTensor t = UploadExpertStack(parts, std::move(shape));
+    if (part_read)
+      for (size_t i = 0; i < parts.size(); ++i) part_read(i);
+    return t;
+  }
   DeviceTensor t = Alloc(DType::kF32, std::move(shape));
   float* dst = t.data<float>();
   constexpr int64_t kChunk = 1 << 18;
-  for (const auto& p : parts) {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const TensorView& p = parts[i];
     const int64_t n = p.numel();
     k::ParallelFor((n + kChunk - 1) / kChunk, 1, [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c) {
@@ -124,6 +132,7 @@ DeviceTensor CpuDevice::UploadWeight(std::span<const TensorView> parts, Shape sh
       }
     });
     dst += n;
+    if (part_read) part_read(i);
   }
   weight_bytes_ += t.bytes();
   return t;

@@ -33,7 +33,8 @@ class CpuDevice final : public Device {
   DeviceTensor Alloc(DType dtype, Shape shape) override;
   void Upload(const void* host, const DeviceTensor& dst) override;
   void Download(const DeviceTensor& src, void* host) override;
-  DeviceTensor UploadWeight(std::span<const TensorView> parts, Shape shape) override;
+  DeviceTensor UploadWeight(std::span<const TensorView> parts, Shape shape,
+                            const PartRead& part_read = nullptr) override;
 
   StepMetadata PrepareStep(const ForwardBatch& b, int64_t page_size,
                            std::span<const float> rope_cos, std::span<const float> rope_sin,

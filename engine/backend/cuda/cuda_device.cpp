@@ -214,7 +214,8 @@ class GpuDevice final : public CudaDevice {
     CudaCheck(cudaStreamSynchronize(S()), "download");
   }
 
-  DeviceTensor UploadWeight(std::span<const TensorView> parts, Shape shape) override {
+  DeviceTensor UploadWeight(std::span<const TensorView> parts, Shape shape,
+                            const PartRead& part_read = nullptr) override {
     int64_t total = 0;
     for (const auto& p : parts) total += p.numel();
     Check(total == NumElements(shape), "UploadWeight: parts do not fill the shape");
@@ -224,7 +225,8 @@ class GpuDevice final : public CudaDevice {
     DeviceTensor t = Make(dt, std::move(shape), true);
     EnsureStaging();
     size_t dst_offset = 0;  // elements
-    for (const auto& p : parts) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const TensorView& p = parts[i];
       const ElemType st = ToElem(p.dtype);
       const size_t esize = DTypeSize(p.dtype);
       const size_t per_chunk = kStagingBytes / esize;
@@ -256,6 +258,8 @@ class GpuDevice final : public CudaDevice {
         CudaCheck(cudaEventRecord(staging_done_[b], S()), "weight staging");
       }
       dst_offset += n;
+      // Its bytes are in the pinned buffers now.
+      if (part_read) part_read(i);
     }
     weight_bytes_ += t.bytes();
     return t;
