@@ -128,8 +128,9 @@ template <WeightKind F>
 int ResidentBlocksOf(int groups, int tiles) {
   switch (groups) {
     case 1:
-      return tiles == 4 ? ResidentBlocks<F, 1, 4>()
-                        : tiles == 2 ? ResidentBlocks<F, 1, 2>() : ResidentBlocks<F, 1, 1>();
+      return tiles == 4   ? ResidentBlocks<F, 1, 4>()
+             : tiles == 2 ? ResidentBlocks<F, 1, 2>()
+                          : ResidentBlocks<F, 1, 1>();
     case 2:
       return ResidentBlocks<F, 2, 1>();
     case 4:
@@ -158,9 +159,9 @@ int64_t PlanSplits(int64_t m, int64_t n, int64_t k, WeightKind kind, int tiles_p
     const int64_t waves = (blocks + capacity - 1) / capacity;
     const double fill = static_cast<double>(blocks) / static_cast<double>(waves * capacity);
     const int64_t per = (steps + s - 1) / s, rounds = (per + kWarps - 1) / kWarps;
-    const double balance =
-        tiles_per_block == 1 ? 1.0
-                             : static_cast<double>(per) / static_cast<double>(rounds * kWarps);
+    const double balance = tiles_per_block == 1
+                               ? 1.0
+                               : static_cast<double>(per) / static_cast<double>(rounds * kWarps);
     const double score = fill * balance - 0.02 * static_cast<double>(s);  // a split costs a little
     if (score > best_score + 1e-9) {
       best_score = score;
