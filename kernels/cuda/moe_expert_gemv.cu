@@ -5,6 +5,7 @@
 // chunks of up to kChunk picks (later chunks re-read the block's weight rows from L2).
 #include "kernels/cuda/moe_expert_gemv.cuh"
 
+#include <cstdlib>
 #include <string>
 
 #include "kernels/cuda/bf16x8.cuh"
@@ -257,32 +258,40 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// ys[slot, h0 + r] = down row . act[slot] for the group's slots.
-template <WeightKind F>
+// ys[slot, h0 + r] = down row . act[slot] for the group's slots: T tiles of 16 rows per block
+// (kDownTiles), each act fragment a warp loads serving all T.
+template <WeightKind F, int T>
 __global__ void __launch_bounds__(kThreads)
     DownScaledKernel(ScaledRows w, int64_t E, int64_t H, int64_t I, Scratch s, float* ys) {
   ChainedKernelStart();
   const int grp = blockIdx.y;
   if (grp >= *s.num_groups) return;
-  __shared__ float red[kWarps][16][kScaledPicks + 1];
+  constexpr int kRows = 16 * T;
+  constexpr int U = T == 1 ? 4 : T == 2 ? 2 : 1;  // 8 16-byte weight loads per lane in flight
+  __shared__ float red[kWarps][kRows][kScaledPicks + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t e = s.group_expert[grp], h0 = int64_t{blockIdx.x} * 16;
+  const int64_t e = s.group_expert[grp], h0 = int64_t{blockIdx.x} * kRows;
   const int g0 = s.group_start[grp], g1 = s.group_start[grp + 1];
-  const TileLane tile[1] = {TileOf<F>(w, e * H + h0, E * H, I)};
+  TileLane tile[T];
+#pragma unroll
+  for (int i = 0; i < T; ++i) tile[i] = TileOf<F>(w, e * H + min(h0 + 16 * i, H - 1), E * H, I);
   const int64_t steps = StepsOf(F, I);
   for (int s0 = g0; s0 < g1; s0 += kScaledPicks) {
     const int slot = s0 + g;
     const bf16* xrow[1] = {slot < g1 ? s.act + slot * I : nullptr};
-    float acc[1][1][4] = {};
-    TileMma<F, 1, 1, 4>(tile, xrow, warp, steps, kWarps, I, acc);
+    float acc[T][1][4] = {};
+    TileMma<F, T, 1, U>(tile, xrow, warp, steps, kWarps, I, acc);
     __syncthreads();
-    red[warp][g][2 * t] = acc[0][0][0];
-    red[warp][g][2 * t + 1] = acc[0][0][1];
-    red[warp][g + 8][2 * t] = acc[0][0][2];
-    red[warp][g + 8][2 * t + 1] = acc[0][0][3];
+#pragma unroll
+    for (int i = 0; i < T; ++i) {
+      red[warp][16 * i + g][2 * t] = acc[i][0][0];
+      red[warp][16 * i + g][2 * t + 1] = acc[i][0][1];
+      red[warp][16 * i + g + 8][2 * t] = acc[i][0][2];
+      red[warp][16 * i + g + 8][2 * t + 1] = acc[i][0][3];
+    }
     __syncthreads();
-    if (threadIdx.x < 16 * kScaledPicks) {
-      const int r = threadIdx.x % 16, c = threadIdx.x / 16;
+    for (int i = threadIdx.x; i < kRows * kScaledPicks; i += kThreads) {
+      const int r = i % kRows, c = i / kRows;
       if (s0 + c < g1 && h0 + r < H) {
         float sum = 0.0f;
 #pragma unroll
@@ -292,6 +301,15 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
+}
+
+// Down tiles per block (M3_MOE_SCALED_DOWN_TILES=1|2|4 overrides; 1: the former geometry).
+constexpr int kDownTiles = 2;
+int DownTiles() {
+  const char* v = std::getenv("M3_MOE_SCALED_DOWN_TILES");
+  if (v == nullptr) return kDownTiles;
+  const int t = std::atoi(v);
+  return t == 1 || t == 2 || t == 4 ? t : kDownTiles;
 }
 
 void Check(cudaError_t e, const char* what) {
@@ -333,11 +351,23 @@ void LaunchGateUpScaled(const bf16* x, const ScaledRows& w, const MoeGemvDims& d
   LaunchAfterPrior(GateUpScaledKernel<F>, dim3(Blocks(d.inter, 16), max_groups), kThreads, 0,
                    stream, x, w, d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit, s);
 }
+template <WeightKind F, int T>
+void LaunchDownTiles(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
+                     unsigned max_groups, float* ys, cudaStream_t stream) {
+  LaunchAfterPrior(DownScaledKernel<F, T>, dim3(Blocks(d.hidden, 16 * T), max_groups), kThreads, 0,
+                   stream, w, d.experts, d.hidden, d.inter, s, ys);
+}
 template <WeightKind F>
 void LaunchDownScaled(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
                       unsigned max_groups, float* ys, cudaStream_t stream) {
-  LaunchAfterPrior(DownScaledKernel<F>, dim3(Blocks(d.hidden, 16), max_groups), kThreads, 0, stream,
-                   w, d.experts, d.hidden, d.inter, s, ys);
+  switch (DownTiles()) {
+    case 4:
+      return LaunchDownTiles<F, 4>(w, d, s, max_groups, ys, stream);
+    case 2:
+      return LaunchDownTiles<F, 2>(w, d, s, max_groups, ys, stream);
+    default:
+      return LaunchDownTiles<F, 1>(w, d, s, max_groups, ys, stream);
+  }
 }
 }  // namespace
 
