@@ -301,6 +301,48 @@ TEST_CASE("NVFP4 GEMV and prefill GEMM match the CPU twin at the real shapes") {
   RealShapes(WeightFormat::kNvfp4);
 }
 
+// The decode GEMV's other geometries (M3_BLOCK_SCALED_GEMV_TILES: row tiles per warp step with
+// 1-8 rows; the benchmark times them) against the CPU twin, as the default one above.
+TEST_CASE("BlockScaledGemv matches the CPU twin in each of its row-tile geometries") {
+  Gpu g;
+  if (!g.stream) return;
+  const Shape2 shapes[] = {
+      {"o_proj TP-2 slice 6144 x 4096", 6144, 4096},
+      {"kv 512 x 6144", 512, 6144},
+      {"demo 384 x 192", 384, 192},
+      {"odd rows 200 x 96", 200, 96},  // a partial 64-row block and a partial last step
+  };
+  for (const WeightFormat f : {WeightFormat::kMxfp8, WeightFormat::kNvfp4}) {
+    const char* name = f == WeightFormat::kMxfp8 ? "MXFP8" : "NVFP4";
+    uint32_t seed = 300;
+    for (const Shape2& s : shapes) {
+      const HostWeight h = MakeWeight(f, s.n, s.k, ++seed, s.n % 32 == 0 ? 2 : 1);
+      const GpuWeight w(h);
+      std::vector<float> dense(static_cast<size_t>(h.n * h.k));
+      cpu::DequantizeBlockScaled(h.cpu_format(), h.codes.data(), h.scales.data(),
+                                 h.row_scale.data(), h.n, h.k, dense.data());
+      for (const char* tiles : {"1", "2", "4"}) {
+        for (const int64_t m : {1, 3, 8}) {
+          CAPTURE(name);
+          CAPTURE(s.name);
+          CAPTURE(tiles);
+          CAPTURE(m);
+          const std::vector<float> x = RandomBf16(m * h.k, seed * 11 + static_cast<uint32_t>(m));
+          std::vector<float> ref(static_cast<size_t>(m * h.n));
+          cpu::Linear(x.data(), m, h.k, dense.data(), h.n, nullptr, ref.data());
+          setenv("M3_BLOCK_SCALED_GEMV_TILES", tiles, 1);
+          const std::vector<float> y = GpuLinear(g, w, h, x, m);
+          unsetenv("M3_BLOCK_SCALED_GEMV_TILES");
+          const double worst = WorstError(y, ref, 1e-3);
+          std::printf("  %-6s %-32s tiles %s m %lld  worst %.3f\n", name, s.name, tiles,
+                      static_cast<long long>(m), worst);
+          CHECK(worst <= 1.0);
+        }
+      }
+    }
+  }
+}
+
 struct Backends {
   std::unique_ptr<Device> cpu = engine::backend::MakeCpuDevice();
   std::unique_ptr<Device> gpu = engine::backend::MakeDevice("cuda");
@@ -454,6 +496,23 @@ TEST_CASE("MoeExperts on MXFP8 and NVFP4 experts matches the CPU on the dequanti
     RunMoe(b, f, 16, 1024, 512, {{600, false, nullptr}, {600, true, "3"}});
     // The demo model's widths (hidden 192, experts of 96: partial last steps), on the GEMVs.
     RunMoe(b, f, 8, 192, 96, {{1, false, nullptr}, {5, true, nullptr}, {40, false, nullptr}});
+  }
+}
+
+// The MoE down kernel's other geometries (M3_MOE_SCALED_DOWN_TILES: row tiles per block; the
+// benchmark times them), as the default one above.
+TEST_CASE("MoeExperts on block-scaled experts matches the CPU in each down-kernel geometry") {
+  int n_gpus = 0;
+  if (cudaGetDeviceCount(&n_gpus) != cudaSuccess || n_gpus == 0) return;
+  Backends b;
+  for (const char* tiles : {"1", "4"}) {
+    CAPTURE(tiles);
+    setenv("M3_MOE_SCALED_DOWN_TILES", tiles, 1);
+    for (const WeightFormat f : {WeightFormat::kMxfp8, WeightFormat::kNvfp4}) {
+      RunMoe(b, f, 8, 6144, 3072, {{1, false, nullptr}, {8, true, nullptr}});
+      RunMoe(b, f, 8, 192, 96, {{5, true, nullptr}, {40, false, nullptr}});
+    }
+    unsetenv("M3_MOE_SCALED_DOWN_TILES");
   }
 }
 
