@@ -42,7 +42,7 @@ int TilesFor(int groups) {
 template <WeightKind F, int NT, int T, typename Y>
 __global__ void __launch_bounds__(kThreads, 2)
     GemvKernel(const bf16* x, int64_t m, ScaledRows w, int64_t n, int64_t k,
-               int64_t steps_per_split, Y* y, float* partial) {
+               int64_t steps_per_split, Y* y, float* partial, bool prefetch) {
   ChainedKernelStart();
   constexpr int kCols = NT * 8;
   constexpr int kRows = 16 * T;
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t steps = StepsOf(F, k);
   const int64_t s0 = int64_t{blockIdx.y} * steps_per_split;
   const int64_t s1 = min(steps, s0 + steps_per_split);
-  TileMma<F, T, NT, U>(tile, xrow, s0 + warp, s1, kWarps, k, acc);
+  TileMma<F, T, NT, U>(tile, xrow, s0 + warp, s1, kWarps, k, acc, prefetch);
 #pragma unroll
   for (int i = 0; i < T; ++i)
 #pragma unroll
@@ -182,7 +182,7 @@ void Launch(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int64_t k,
   float* partial = splits > 1 ? static_cast<float*>(workspace) : nullptr;
   LaunchAfterPrior(GemvKernel<F, NT, T, Y>,
                    dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(splits)), kThreads, 0,
-                   stream, x, m, w, n, k, per, y, partial);
+                   stream, x, m, w, n, k, per, y, partial, ScaledPrefetch());
   CheckLaunch("BlockScaledGemv");
   if (partial != nullptr) {
     LaunchAfterPrior(SumSplitsKernel<Y>, Blocks(m * n, 256), 256, 0, stream, partial, splits, m, n,

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 
 #include <cuda_fp8.h>
 
@@ -56,6 +57,13 @@ M3_SCALED_HD inline int64_t RowBytes(WeightKind kind, int64_t k) {
 // K covered by one warp step (4 lanes of 16 bytes per row).
 M3_SCALED_HD inline constexpr int64_t StepK(WeightKind kind) {
   return kind == WeightKind::kNvfp4 ? 128 : kind == WeightKind::kMxfp8 ? 64 : 32;
+}
+
+// Whether the weight-streaming kernels prefetch their next round of weights into L2 (TileMma's
+// prefetch; M3_BLOCK_SCALED_PREFETCH=0 turns it off, for benchmarks). Read at each launch.
+inline bool ScaledPrefetch() {
+  const char* v = std::getenv("M3_BLOCK_SCALED_PREFETCH");
+  return v == nullptr || v[0] != '0';
 }
 
 #ifdef __CUDACC__
@@ -205,14 +213,23 @@ M3_SCALED_HD inline int64_t StepsOf(WeightKind kind, int64_t k) {
   return (k + StepK(kind) - 1) / StepK(kind);
 }
 
+// Asks L2 for the 64 bytes of a row that a quad's lanes load at a later step (no registers
+// held: the warp's next round of loads then finds its lines in L2 or on their way).
+__device__ __forceinline__ void PrefetchL2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // acc[i][n] (C fragments: rows g, g + 8 of tile i, input rows 2t, 2t + 1 of group n) +=
 // tile_i . x over the warp's steps s = s0, s0 + stride, ... < s1 of rows of k. xrow[n]: the
 // input row lane group g of group n reads (null: zeros). U steps' weight loads are issued
-// before any is used; the inputs (a few KB, shared by every warp) come from L1.
+// before any is used; the inputs (a few KB, shared by every warp) come from L1. prefetch: each
+// round also asks L2 for the next round's weight rows, which doubles the bytes in flight per
+// warp without registers (the kernels are bound by latency: too few loads in flight).
 template <WeightKind F, int NTILE, int NT, int U>
 __device__ __forceinline__ void TileMma(const TileLane (&tile)[NTILE],
                                         const bf16* const (&xrow)[NT], int64_t s0, int64_t s1,
-                                        int64_t stride, int64_t k, float (&acc)[NTILE][NT][4]) {
+                                        int64_t stride, int64_t k, float (&acc)[NTILE][NT][4],
+                                        bool prefetch = false) {
   using KT = Kind<F>;
   const int t = threadIdx.x & 3;
   for (int64_t s = s0; s < s1; s += U * stride) {
@@ -228,6 +245,17 @@ __device__ __forceinline__ void TileMma(const TileLane (&tile)[NTILE],
         for (int r = 0; r < 2; ++r)
           q[u][i][r] =
               ok ? LoadStreaming(tile[i].code[r] + su * 64 + 16 * t) : make_uint4(0, 0, 0, 0);
+    }
+    if (prefetch && t == 0) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t su = s + (U + u) * stride;
+        if (su < s1 && su * KT::kStepK < k)
+#pragma unroll
+          for (int i = 0; i < NTILE; ++i)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) PrefetchL2(tile[i].code[r] + su * 64);
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {

@@ -213,7 +213,7 @@ constexpr int kScaledPicks = 8;
 template <WeightKind F>
 __global__ void __launch_bounds__(kThreads)
     GateUpScaledKernel(const bf16* x, ScaledRows w, int64_t E, int64_t H, int64_t I, int64_t topk,
-                       float alpha, float limit, Scratch s) {
+                       float alpha, float limit, Scratch s, bool prefetch) {
   ChainedKernelStart();
   const int grp = blockIdx.y;
   if (grp >= *s.num_groups) return;
@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(kThreads)
     const int slot = s0 + g;
     const bf16* xrow[1] = {slot < g1 ? x + (s.pick_of_slot[slot] / topk) * H : nullptr};
     float acc[2][1][4] = {};
-    TileMma<F, 2, 1, 2>(tile, xrow, warp, steps, kWarps, H, acc);
+    TileMma<F, 2, 1, 2>(tile, xrow, warp, steps, kWarps, H, acc, prefetch);
     __syncthreads();  // the previous pass's sums are read
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -262,7 +262,8 @@ __global__ void __launch_bounds__(kThreads)
 // (kDownTiles), each act fragment a warp loads serving all T.
 template <WeightKind F, int T>
 __global__ void __launch_bounds__(kThreads)
-    DownScaledKernel(ScaledRows w, int64_t E, int64_t H, int64_t I, Scratch s, float* ys) {
+    DownScaledKernel(ScaledRows w, int64_t E, int64_t H, int64_t I, Scratch s, float* ys,
+                     bool prefetch) {
   ChainedKernelStart();
   const int grp = blockIdx.y;
   if (grp >= *s.num_groups) return;
@@ -280,7 +281,7 @@ __global__ void __launch_bounds__(kThreads)
     const int slot = s0 + g;
     const bf16* xrow[1] = {slot < g1 ? s.act + slot * I : nullptr};
     float acc[T][1][4] = {};
-    TileMma<F, T, 1, U>(tile, xrow, warp, steps, kWarps, I, acc);
+    TileMma<F, T, 1, U>(tile, xrow, warp, steps, kWarps, I, acc, prefetch);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < T; ++i) {
@@ -349,13 +350,14 @@ template <WeightKind F>
 void LaunchGateUpScaled(const bf16* x, const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
                         unsigned max_groups, cudaStream_t stream) {
   LaunchAfterPrior(GateUpScaledKernel<F>, dim3(Blocks(d.inter, 16), max_groups), kThreads, 0,
-                   stream, x, w, d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit, s);
+                   stream, x, w, d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit, s,
+                   ScaledPrefetch());
 }
 template <WeightKind F, int T>
 void LaunchDownTiles(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
                      unsigned max_groups, float* ys, cudaStream_t stream) {
   LaunchAfterPrior(DownScaledKernel<F, T>, dim3(Blocks(d.hidden, 16 * T), max_groups), kThreads, 0,
-                   stream, w, d.experts, d.hidden, d.inter, s, ys);
+                   stream, w, d.experts, d.hidden, d.inter, s, ys, ScaledPrefetch());
 }
 template <WeightKind F>
 void LaunchDownScaled(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
