@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include "kernels/cuda/cuda_util.cuh"
@@ -116,6 +118,19 @@ __device__ __forceinline__ uint32_t NvScale(uint32_t code) {
   return b | (b << 16);
 }
 
+// NvScale of the two e4m3 codes of `two` (low byte: out[0]), converted together: one e4m3x2
+// conversion, two f32 multiplies and one f32x2 -> bf16x2 rounding (exact: 4 significant bits)
+// instead of twice NvScale's chain.
+__device__ __forceinline__ void NvScales(uint32_t two, uint32_t (&out)[2]) {
+  const __half2_raw h2 =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
+  const float2 f = __half22float2(__half2(h2));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * 0x1p118f, f.y * 0x1p118f);
+  const uint32_t bits = *reinterpret_cast<const uint32_t*>(&b);
+  out[0] = __byte_perm(bits, 0u, 0x1010u);
+  out[1] = __byte_perm(bits, 0u, 0x3232u);
+}
+
 // Two e4m3 codes (bytes 0 and 1 of the permute's output) as bf16x2 bits, times 2^-120.
 __device__ __forceinline__ uint32_t E4m3PairBits(uint32_t word, uint32_t selector) {
   const uint32_t h = __byte_perm(word, 0u, selector);  // the codes in bytes 1 and 3
@@ -159,8 +174,7 @@ __device__ __forceinline__ void LoadScales(const uint8_t* scales_row, int64_t s,
     out[1] = out[0];
   } else if constexpr (F == WeightKind::kNvfp4) {
     const uint16_t two = __ldg(reinterpret_cast<const uint16_t*>(scales_row + 8 * s + 2 * t));
-    out[0] = NvScale(two & 0xffu);
-    out[1] = NvScale(two >> 8);
+    NvScales(two, out);
   } else {
     out[0] = out[1] = 0;
   }
