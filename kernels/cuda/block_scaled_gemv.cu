@@ -39,7 +39,7 @@ int TilesFor(int groups) {
   return t == 1 || t == 2 || t == 4 ? t : kGemvTiles;
 }
 
-template <WeightKind F, int NT, int T, typename Y>
+template <WeightKind F, int NT, int T, bool H, typename Y>
 __global__ void __launch_bounds__(kThreads, 2)
     GemvKernel(const bf16* x, int64_t m, ScaledRows w, int64_t n, int64_t k,
                int64_t steps_per_split, Y* y, float* partial, bool prefetch) {
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t steps = StepsOf(F, k);
   const int64_t s0 = int64_t{blockIdx.y} * steps_per_split;
   const int64_t s1 = min(steps, s0 + steps_per_split);
-  TileMma<F, T, NT, U>(tile, xrow, s0 + warp, s1, kWarps, k, acc, prefetch);
+  TileMma<F, T, NT, U, H>(tile, xrow, s0 + warp, s1, kWarps, k, acc, prefetch);
 #pragma unroll
   for (int i = 0; i < T; ++i)
 #pragma unroll
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (partial != nullptr) {
       partial[(int64_t{blockIdx.y} * m + c) * n + row] = sum;
     } else {
-      const float f = Kind<F>::kPost * (w.row_scale ? w.row_scale[row] : 1.0f);
+      const float f = PostOf<F, H>() * (w.row_scale ? w.row_scale[row] : 1.0f);
       Store(y, c * n + row, sum * f);
     }
   }
@@ -109,11 +109,11 @@ int GroupsOf(int64_t m) {
 
 // Resident blocks of the kernel on the whole GPU (the bf16-output instantiation stands for both:
 // the plan must not depend on the output type, so the workspace query agrees with the launch).
-template <WeightKind F, int NT, int T>
+template <WeightKind F, int NT, int T, bool H>
 int ResidentBlocks() {
   static int per_sm = [] {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, GemvKernel<F, NT, T, bf16>, kThreads,
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, GemvKernel<F, NT, T, H, bf16>, kThreads,
                                                       0) != cudaSuccess ||
         b <= 0) {
       cudaGetLastError();
@@ -124,19 +124,26 @@ int ResidentBlocks() {
   return per_sm * SmCount();
 }
 
+template <WeightKind F, bool H>
+int ResidentBlocksOne(int tiles) {
+  return tiles == 4   ? ResidentBlocks<F, 1, 4, H>()
+         : tiles == 2 ? ResidentBlocks<F, 1, 2, H>()
+                      : ResidentBlocks<F, 1, 1, H>();
+}
+
 template <WeightKind F>
 int ResidentBlocksOf(int groups, int tiles) {
   switch (groups) {
     case 1:
-      return tiles == 4   ? ResidentBlocks<F, 1, 4>()
-             : tiles == 2 ? ResidentBlocks<F, 1, 2>()
-                          : ResidentBlocks<F, 1, 1>();
+      if constexpr (F == WeightKind::kNvfp4)
+        if (NvHalfForm()) return ResidentBlocksOne<F, true>(tiles);
+      return ResidentBlocksOne<F, false>(tiles);
     case 2:
-      return ResidentBlocks<F, 2, 1>();
+      return ResidentBlocks<F, 2, 1, false>();
     case 4:
-      return ResidentBlocks<F, 4, 1>();
+      return ResidentBlocks<F, 4, 1, false>();
     default:
-      return ResidentBlocks<F, 8, 1>();
+      return ResidentBlocks<F, 8, 1, false>();
   }
 }
 
@@ -171,7 +178,7 @@ int64_t PlanSplits(int64_t m, int64_t n, int64_t k, WeightKind kind, int tiles_p
   return best;
 }
 
-template <WeightKind F, int NT, int T, typename Y>
+template <WeightKind F, int NT, int T, bool H, typename Y>
 void Launch(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int64_t k, Y* y,
             void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   const int64_t blocks = (n + 16 * T - 1) / (16 * T), steps = StepsOf(F, k);
@@ -180,15 +187,23 @@ void Launch(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int64_t k,
     splits = 1;  // a smaller workspace than asked for: one pass over K
   const int64_t per = (steps + splits - 1) / splits;
   float* partial = splits > 1 ? static_cast<float*>(workspace) : nullptr;
-  LaunchAfterPrior(GemvKernel<F, NT, T, Y>,
+  LaunchAfterPrior(GemvKernel<F, NT, T, H, Y>,
                    dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(splits)), kThreads, 0,
                    stream, x, m, w, n, k, per, y, partial, ScaledPrefetch());
   CheckLaunch("BlockScaledGemv");
   if (partial != nullptr) {
     LaunchAfterPrior(SumSplitsKernel<Y>, Blocks(m * n, 256), 256, 0, stream, partial, splits, m, n,
-                     w.row_scale, Kind<F>::kPost, y);
+                     w.row_scale, PostOf<F, H>(), y);
     CheckLaunch("BlockScaledGemv (split sums)");
   }
+}
+
+template <WeightKind F, int T, typename Y>
+void LaunchOne(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int64_t k, Y* y, void* ws,
+               size_t ws_bytes, cudaStream_t stream) {
+  if constexpr (F == WeightKind::kNvfp4)
+    if (NvHalfForm()) return Launch<F, 1, T, true>(x, m, w, n, k, y, ws, ws_bytes, stream);
+  Launch<F, 1, T, false>(x, m, w, n, k, y, ws, ws_bytes, stream);
 }
 
 template <WeightKind F, typename Y>
@@ -198,18 +213,18 @@ void LaunchGroups(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int6
     case 1:
       switch (TilesFor(1)) {
         case 4:
-          return Launch<F, 1, 4>(x, m, w, n, k, y, ws, ws_bytes, stream);
+          return LaunchOne<F, 4>(x, m, w, n, k, y, ws, ws_bytes, stream);
         case 2:
-          return Launch<F, 1, 2>(x, m, w, n, k, y, ws, ws_bytes, stream);
+          return LaunchOne<F, 2>(x, m, w, n, k, y, ws, ws_bytes, stream);
         default:
-          return Launch<F, 1, 1>(x, m, w, n, k, y, ws, ws_bytes, stream);
+          return LaunchOne<F, 1>(x, m, w, n, k, y, ws, ws_bytes, stream);
       }
     case 2:
-      return Launch<F, 2, 1>(x, m, w, n, k, y, ws, ws_bytes, stream);
+      return Launch<F, 2, 1, false>(x, m, w, n, k, y, ws, ws_bytes, stream);
     case 4:
-      return Launch<F, 4, 1>(x, m, w, n, k, y, ws, ws_bytes, stream);
+      return Launch<F, 4, 1, false>(x, m, w, n, k, y, ws, ws_bytes, stream);
     default:
-      return Launch<F, 8, 1>(x, m, w, n, k, y, ws, ws_bytes, stream);
+      return Launch<F, 8, 1, false>(x, m, w, n, k, y, ws, ws_bytes, stream);
   }
 }
 

@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kThreads)
 constexpr int kScaledPicks = 8;
 
 // act[slot, c0 + r] = SwiGLU-OAI(gate row, up row) for the group's slots.
-template <WeightKind F>
+template <WeightKind F, bool Hf>
 __global__ void __launch_bounds__(kThreads)
     GateUpScaledKernel(const bf16* x, ScaledRows w, int64_t E, int64_t H, int64_t I, int64_t topk,
                        float alpha, float limit, Scratch s, bool prefetch) {
@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(kThreads)
     const int slot = s0 + g;
     const bf16* xrow[1] = {slot < g1 ? x + (s.pick_of_slot[slot] / topk) * H : nullptr};
     float acc[2][1][4] = {};
-    TileMma<F, 2, 1, 2>(tile, xrow, warp, steps, kWarps, H, acc, prefetch);
+    TileMma<F, 2, 1, 2, Hf>(tile, xrow, warp, steps, kWarps, H, acc, prefetch);
     __syncthreads();  // the previous pass's sums are read
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -247,8 +247,8 @@ __global__ void __launch_bounds__(kThreads)
           gate += red[q][0][r][c];
           up += red[q][1][r][c];
         }
-        gate *= Kind<F>::kPost * (w.row_scale ? w.row_scale[gate0 + r] : 1.0f);
-        up *= Kind<F>::kPost * (w.row_scale ? w.row_scale[up0 + r] : 1.0f);
+        gate *= PostOf<F, Hf>() * (w.row_scale ? w.row_scale[gate0 + r] : 1.0f);
+        up *= PostOf<F, Hf>() * (w.row_scale ? w.row_scale[up0 + r] : 1.0f);
         const float gs = fminf(gate, limit);
         const float us = fminf(fmaxf(up, -limit), limit);
         s.act[(s0 + c) * I + c0 + r] =
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // ys[slot, h0 + r] = down row . act[slot] for the group's slots: T tiles of 16 rows per block
 // (kDownTiles), each act fragment a warp loads serving all T.
-template <WeightKind F, int T>
+template <WeightKind F, int T, bool Hf>
 __global__ void __launch_bounds__(kThreads)
     DownScaledKernel(ScaledRows w, int64_t E, int64_t H, int64_t I, Scratch s, float* ys,
                      bool prefetch) {
@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(kThreads)
     const int slot = s0 + g;
     const bf16* xrow[1] = {slot < g1 ? s.act + slot * I : nullptr};
     float acc[T][1][4] = {};
-    TileMma<F, T, 1, U>(tile, xrow, warp, steps, kWarps, I, acc, prefetch);
+    TileMma<F, T, 1, U, Hf>(tile, xrow, warp, steps, kWarps, I, acc, prefetch);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < T; ++i) {
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int q = 0; q < kWarps; ++q) sum += red[q][r][c];
         ys[(s0 + c) * H + h0 + r] =
-            sum * Kind<F>::kPost * (w.row_scale ? w.row_scale[e * H + h0 + r] : 1.0f);
+            sum * PostOf<F, Hf>() * (w.row_scale ? w.row_scale[e * H + h0 + r] : 1.0f);
       }
     }
   }
@@ -346,18 +346,27 @@ bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d) {
 }
 
 namespace {
+// Whether NVFP4 experts take the f16 form (NvHalfForm; MXFP8 and bf16 have only the bf16 one).
+template <WeightKind F>
+bool HalfFormOf() {
+  return F == WeightKind::kNvfp4 && NvHalfForm();
+}
+
 template <WeightKind F>
 void LaunchGateUpScaled(const bf16* x, const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
                         unsigned max_groups, cudaStream_t stream) {
-  LaunchAfterPrior(GateUpScaledKernel<F>, dim3(Blocks(d.inter, 16), max_groups), kThreads, 0,
-                   stream, x, w, d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit, s,
-                   ScaledPrefetch());
+  auto kernel = HalfFormOf<F>() ? GateUpScaledKernel<F, F == WeightKind::kNvfp4>
+                                : GateUpScaledKernel<F, false>;
+  LaunchAfterPrior(kernel, dim3(Blocks(d.inter, 16), max_groups), kThreads, 0, stream, x, w,
+                   d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit, s, ScaledPrefetch());
 }
 template <WeightKind F, int T>
 void LaunchDownTiles(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
                      unsigned max_groups, float* ys, cudaStream_t stream) {
-  LaunchAfterPrior(DownScaledKernel<F, T>, dim3(Blocks(d.hidden, 16 * T), max_groups), kThreads, 0,
-                   stream, w, d.experts, d.hidden, d.inter, s, ys, ScaledPrefetch());
+  auto kernel = HalfFormOf<F>() ? DownScaledKernel<F, T, F == WeightKind::kNvfp4>
+                                : DownScaledKernel<F, T, false>;
+  LaunchAfterPrior(kernel, dim3(Blocks(d.hidden, 16 * T), max_groups), kThreads, 0, stream, w,
+                   d.experts, d.hidden, d.inter, s, ys, ScaledPrefetch());
 }
 template <WeightKind F>
 void LaunchDownScaled(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,

@@ -302,7 +302,8 @@ TEST_CASE("NVFP4 GEMV and prefill GEMM match the CPU twin at the real shapes") {
 }
 
 // The decode GEMV's other geometries (M3_BLOCK_SCALED_GEMV_TILES: row tiles per warp step with
-// 1-8 rows; the benchmark times them) against the CPU twin, as the default one above.
+// 1-8 rows; M3_NVFP4_HALF=0: NVFP4 in bf16 rather than f16; the benchmark times them) against the
+// CPU twin, as the default one above.
 TEST_CASE("BlockScaledGemv matches the CPU twin in each of its row-tile geometries") {
   Gpu g;
   if (!g.stream) return;
@@ -321,21 +322,29 @@ TEST_CASE("BlockScaledGemv matches the CPU twin in each of its row-tile geometri
       std::vector<float> dense(static_cast<size_t>(h.n * h.k));
       cpu::DequantizeBlockScaled(h.cpu_format(), h.codes.data(), h.scales.data(),
                                  h.row_scale.data(), h.n, h.k, dense.data());
-      for (const char* tiles : {"1", "2", "4"}) {
+      const char* const variants[][2] = {
+          {"1", "1"}, {"2", "1"}, {"4", "1"}, {"1", "0"}, {"4", "0"}};
+      for (const auto& variant : variants) {
+        const char* tiles = variant[0];
+        const char* half = variant[1];
+        if (f == WeightFormat::kMxfp8 && half[0] == '0') continue;  // NVFP4's forms only
         for (const int64_t m : {1, 3, 8}) {
           CAPTURE(name);
           CAPTURE(s.name);
           CAPTURE(tiles);
+          CAPTURE(half);
           CAPTURE(m);
           const std::vector<float> x = RandomBf16(m * h.k, seed * 11 + static_cast<uint32_t>(m));
           std::vector<float> ref(static_cast<size_t>(m * h.n));
           cpu::Linear(x.data(), m, h.k, dense.data(), h.n, nullptr, ref.data());
           setenv("M3_BLOCK_SCALED_GEMV_TILES", tiles, 1);
+          setenv("M3_NVFP4_HALF", half, 1);
           const std::vector<float> y = GpuLinear(g, w, h, x, m);
           unsetenv("M3_BLOCK_SCALED_GEMV_TILES");
+          unsetenv("M3_NVFP4_HALF");
           const double worst = WorstError(y, ref, 1e-3);
-          std::printf("  %-6s %-32s tiles %s m %lld  worst %.3f\n", name, s.name, tiles,
-                      static_cast<long long>(m), worst);
+          std::printf("  %-6s %-32s tiles %s %s m %lld  worst %.3f\n", name, s.name, tiles,
+                      half[0] == '0' ? "bf16" : "f16 ", static_cast<long long>(m), worst);
           CHECK(worst <= 1.0);
         }
       }
@@ -499,20 +508,26 @@ TEST_CASE("MoeExperts on MXFP8 and NVFP4 experts matches the CPU on the dequanti
   }
 }
 
-// The MoE down kernel's other geometries (M3_MOE_SCALED_DOWN_TILES: row tiles per block; the
-// benchmark times them), as the default one above.
+// The MoE kernels' other geometries (M3_MOE_SCALED_DOWN_TILES: down row tiles per block;
+// M3_NVFP4_HALF=0: NVFP4 in bf16 rather than f16; the benchmark times them), as the defaults
+// above.
 TEST_CASE("MoeExperts on block-scaled experts matches the CPU in each down-kernel geometry") {
   int n_gpus = 0;
   if (cudaGetDeviceCount(&n_gpus) != cudaSuccess || n_gpus == 0) return;
   Backends b;
-  for (const char* tiles : {"1", "4"}) {
-    CAPTURE(tiles);
-    setenv("M3_MOE_SCALED_DOWN_TILES", tiles, 1);
+  const char* const variants[][2] = {{"1", "1"}, {"4", "1"}, {"1", "0"}, {"2", "0"}};
+  for (const auto& variant : variants) {
+    CAPTURE(variant[0]);
+    CAPTURE(variant[1]);
+    setenv("M3_MOE_SCALED_DOWN_TILES", variant[0], 1);
+    setenv("M3_NVFP4_HALF", variant[1], 1);
     for (const WeightFormat f : {WeightFormat::kMxfp8, WeightFormat::kNvfp4}) {
+      if (f == WeightFormat::kMxfp8 && variant[1][0] == '0') continue;  // NVFP4's forms only
       RunMoe(b, f, 8, 6144, 3072, {{1, false, nullptr}, {8, true, nullptr}});
       RunMoe(b, f, 8, 192, 96, {{5, true, nullptr}, {40, false, nullptr}});
     }
     unsetenv("M3_MOE_SCALED_DOWN_TILES");
+    unsetenv("M3_NVFP4_HALF");
   }
 }
 
