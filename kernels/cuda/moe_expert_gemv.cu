@@ -205,47 +205,57 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Block-scaled experts: a block per 16 output rows of one group, 8 warps splitting K into
-// steps, partial sums through shared memory, picks in passes of 8 (the MMA's N).
+// Block-scaled experts: a block per 16 P (gate_up) or 16 T (down) output rows of one group, 8
+// warps splitting K into steps, partial sums through shared memory, picks in passes of 8 (the
+// MMA's N).
 constexpr int kScaledPicks = 8;
 
-// act[slot, c0 + r] = SwiGLU-OAI(gate row, up row) for the group's slots.
-template <WeightKind F, bool Hf>
-__global__ void __launch_bounds__(kThreads)
+// act[slot, c0 + r] = SwiGLU-OAI(gate row, up row) for the group's slots: P tiles of 16 gate rows
+// and the P tiles of their up rows per block (kGateUpPairs), each input fragment a warp loads
+// serving all 2P.
+template <WeightKind F, int P, bool Hf>
+__global__ void __launch_bounds__(kThreads, 2)
     GateUpScaledKernel(const bf16* x, ScaledRows w, int64_t E, int64_t H, int64_t I, int64_t topk,
                        float alpha, float limit, Scratch s, bool prefetch) {
   ChainedKernelStart();
   const int grp = blockIdx.y;
   if (grp >= *s.num_groups) return;
-  __shared__ float red[kWarps][2][16][kScaledPicks + 1];
+  constexpr int kRows = 16 * P;
+  constexpr int U = P == 1 ? 2 : 1;  // 8 16-byte weight loads per lane in flight
+  __shared__ float red[kWarps][2 * P][16][kScaledPicks + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t e = s.group_expert[grp], c0 = int64_t{blockIdx.x} * 16;
+  const int64_t e = s.group_expert[grp], c0 = int64_t{blockIdx.x} * kRows;
   const int g0 = s.group_start[grp], g1 = s.group_start[grp + 1];
   const int64_t gate0 = e * 2 * I + c0, up0 = e * 2 * I + I + c0;
-  const TileLane tile[2] = {TileOf<F>(w, gate0, E * 2 * I, H), TileOf<F>(w, up0, E * 2 * I, H)};
+  TileLane tile[2 * P];  // gate tiles, then up tiles
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    tile[i] = TileOf<F>(w, gate0 + 16 * i, E * 2 * I, H);
+    tile[P + i] = TileOf<F>(w, up0 + 16 * i, E * 2 * I, H);
+  }
   const int64_t steps = StepsOf(F, H);
   for (int s0 = g0; s0 < g1; s0 += kScaledPicks) {
     const int slot = s0 + g;
     const bf16* xrow[1] = {slot < g1 ? x + (s.pick_of_slot[slot] / topk) * H : nullptr};
-    float acc[2][1][4] = {};
-    TileMma<F, 2, 1, 2, Hf>(tile, xrow, warp, steps, kWarps, H, acc, prefetch);
+    float acc[2 * P][1][4] = {};
+    TileMma<F, 2 * P, 1, U, Hf>(tile, xrow, warp, steps, kWarps, H, acc, prefetch);
     __syncthreads();  // the previous pass's sums are read
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 2 * P; ++i) {
       red[warp][i][g][2 * t] = acc[i][0][0];
       red[warp][i][g][2 * t + 1] = acc[i][0][1];
       red[warp][i][g + 8][2 * t] = acc[i][0][2];
       red[warp][i][g + 8][2 * t + 1] = acc[i][0][3];
     }
     __syncthreads();
-    if (threadIdx.x < 16 * kScaledPicks) {
-      const int r = threadIdx.x % 16, c = threadIdx.x / 16;
+    for (int i = threadIdx.x; i < kRows * kScaledPicks; i += kThreads) {
+      const int r = i % kRows, c = i / kRows, tr = r / 16, rr = r % 16;
       if (s0 + c < g1 && c0 + r < I) {
         float gate = 0.0f, up = 0.0f;
 #pragma unroll
         for (int q = 0; q < kWarps; ++q) {
-          gate += red[q][0][r][c];
-          up += red[q][1][r][c];
+          gate += red[q][tr][rr][c];
+          up += red[q][P + tr][rr][c];
         }
         gate *= PostOf<F, Hf>() * (w.row_scale ? w.row_scale[gate0 + r] : 1.0f);
         up *= PostOf<F, Hf>() * (w.row_scale ? w.row_scale[up0 + r] : 1.0f);
@@ -261,7 +271,7 @@ __global__ void __launch_bounds__(kThreads)
 // ys[slot, h0 + r] = down row . act[slot] for the group's slots: T tiles of 16 rows per block
 // (kDownTiles), each act fragment a warp loads serving all T.
 template <WeightKind F, int T, bool Hf>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     DownScaledKernel(ScaledRows w, int64_t E, int64_t H, int64_t I, Scratch s, float* ys,
                      bool prefetch) {
   ChainedKernelStart();
@@ -302,6 +312,16 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
+}
+
+// Gate / up tile pairs per gate_up block (M3_MOE_SCALED_GATEUP_PAIRS=1|2 overrides; 1: the former
+// geometry).
+constexpr int kGateUpPairs = 2;
+int GateUpPairs() {
+  const char* v = std::getenv("M3_MOE_SCALED_GATEUP_PAIRS");
+  if (v == nullptr) return kGateUpPairs;
+  const int p = std::atoi(v);
+  return p == 1 || p == 2 ? p : kGateUpPairs;
 }
 
 // Down tiles per block (M3_MOE_SCALED_DOWN_TILES=1|2|4 overrides; 1: the former geometry).
@@ -352,13 +372,20 @@ bool HalfFormOf() {
   return F == WeightKind::kNvfp4 && NvHalfForm();
 }
 
+template <WeightKind F, int P>
+void LaunchGateUpPairs(const bf16* x, const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
+                       unsigned max_groups, cudaStream_t stream) {
+  auto kernel = HalfFormOf<F>() ? GateUpScaledKernel<F, P, F == WeightKind::kNvfp4>
+                                : GateUpScaledKernel<F, P, false>;
+  LaunchAfterPrior(kernel, dim3(Blocks(d.inter, 16 * P), max_groups), kThreads, 0, stream, x, w,
+                   d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit, s, ScaledPrefetch());
+}
 template <WeightKind F>
 void LaunchGateUpScaled(const bf16* x, const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
                         unsigned max_groups, cudaStream_t stream) {
-  auto kernel = HalfFormOf<F>() ? GateUpScaledKernel<F, F == WeightKind::kNvfp4>
-                                : GateUpScaledKernel<F, false>;
-  LaunchAfterPrior(kernel, dim3(Blocks(d.inter, 16), max_groups), kThreads, 0, stream, x, w,
-                   d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit, s, ScaledPrefetch());
+  if (GateUpPairs() == 2 && d.inter % 32 == 0)
+    return LaunchGateUpPairs<F, 2>(x, w, d, s, max_groups, stream);
+  LaunchGateUpPairs<F, 1>(x, w, d, s, max_groups, stream);
 }
 template <WeightKind F, int T>
 void LaunchDownTiles(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,

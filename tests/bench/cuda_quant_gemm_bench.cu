@@ -16,9 +16,10 @@
 // Beside each table the kernels' other geometries are timed for comparison (environment
 // overrides the kernels read at launch, struct Variant): "former" (the kernels before the row
 // tiles and the L2 prefetch: M3_BLOCK_SCALED_GEMV_TILES=1 M3_MOE_SCALED_DOWN_TILES=1
-// M3_BLOCK_SCALED_PREFETCH=0 M3_NVFP4_HALF=0), "no pf" (the defaults without the L2 prefetch),
-// "T2" (2 GEMV row tiles per warp step instead of 4), "dn4" (4 MoE down row tiles per block
-// instead of 2), "bf16 form" (NVFP4 dequantized to bf16 rather than f16, M3_NVFP4_HALF=0).
+// M3_BLOCK_SCALED_PREFETCH=0 M3_NVFP4_HALF=0 M3_MOE_SCALED_GATEUP_PAIRS=1), "no pf" (the defaults
+// without the L2 prefetch), "T2" (2 GEMV row tiles per warp step instead of 4), "dn4" (4 MoE down
+// row tiles per block instead of 2), "bf16 form" (NVFP4 dequantized to bf16 rather than f16,
+// M3_NVFP4_HALF=0).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -57,14 +58,15 @@ struct Variant {
   const char* down_tiles;  // M3_MOE_SCALED_DOWN_TILES
   const char* prefetch;    // M3_BLOCK_SCALED_PREFETCH
   const char* nv_half;     // M3_NVFP4_HALF
+  const char* gate_pairs;  // M3_MOE_SCALED_GATEUP_PAIRS
 };
-constexpr int kVars = 4;
-constexpr Variant kDefault{nullptr, nullptr, nullptr, nullptr};
-constexpr Variant kFormer{"1", "1", "0", "0"};
-constexpr Variant kNoPrefetch{nullptr, nullptr, "0", nullptr};
-constexpr Variant kGemvTiles2{"2", nullptr, nullptr, nullptr};
-constexpr Variant kDownTiles4{nullptr, "4", nullptr, nullptr};
-constexpr Variant kBf16Form{nullptr, nullptr, nullptr, "0"};
+constexpr int kVars = 5;
+constexpr Variant kDefault{nullptr, nullptr, nullptr, nullptr, nullptr};
+constexpr Variant kFormer{"1", "1", "0", "0", "1"};
+constexpr Variant kNoPrefetch{nullptr, nullptr, "0", nullptr, nullptr};
+constexpr Variant kGemvTiles2{"2", nullptr, nullptr, nullptr, nullptr};
+constexpr Variant kDownTiles4{nullptr, "4", nullptr, nullptr, nullptr};
+constexpr Variant kBf16Form{nullptr, nullptr, nullptr, "0", nullptr};
 
 // Runs `f` under the variant's environment, then restores the environment.
 template <typename F>
@@ -76,8 +78,9 @@ auto Under(const Variant& v, F&& f) {
   } saved[kVars] = {{"M3_BLOCK_SCALED_GEMV_TILES", false, ""},
                     {"M3_MOE_SCALED_DOWN_TILES", false, ""},
                     {"M3_BLOCK_SCALED_PREFETCH", false, ""},
-                    {"M3_NVFP4_HALF", false, ""}};
-  const char* const want[kVars] = {v.gemv_tiles, v.down_tiles, v.prefetch, v.nv_half};
+                    {"M3_NVFP4_HALF", false, ""},
+                    {"M3_MOE_SCALED_GATEUP_PAIRS", false, ""}};
+  const char* const want[kVars] = {v.gemv_tiles, v.down_tiles, v.prefetch, v.nv_half, v.gate_pairs};
   for (int i = 0; i < kVars; ++i) {
     if (const char* old = std::getenv(saved[i].name)) {
       saved[i].had = true;

@@ -509,18 +509,22 @@ TEST_CASE("MoeExperts on MXFP8 and NVFP4 experts matches the CPU on the dequanti
 }
 
 // The MoE kernels' other geometries (M3_MOE_SCALED_DOWN_TILES: down row tiles per block;
-// M3_NVFP4_HALF=0: NVFP4 in bf16 rather than f16; the benchmark times them), as the defaults
-// above.
+// M3_MOE_SCALED_GATEUP_PAIRS: gate / up tile pairs per block; M3_NVFP4_HALF=0: NVFP4 in bf16
+// rather than f16; the benchmark times them), as the defaults above.
 TEST_CASE("MoeExperts on block-scaled experts matches the CPU in each down-kernel geometry") {
   int n_gpus = 0;
   if (cudaGetDeviceCount(&n_gpus) != cudaSuccess || n_gpus == 0) return;
   Backends b;
-  const char* const variants[][2] = {{"1", "1"}, {"4", "1"}, {"1", "0"}, {"2", "0"}};
+  // {down tiles, NVFP4 f16 form, gate_up pairs}
+  const char* const variants[][3] = {
+      {"1", "1", "1"}, {"4", "1", "2"}, {"1", "0", "1"}, {"2", "0", "2"}};
   for (const auto& variant : variants) {
     CAPTURE(variant[0]);
     CAPTURE(variant[1]);
+    CAPTURE(variant[2]);
     setenv("M3_MOE_SCALED_DOWN_TILES", variant[0], 1);
     setenv("M3_NVFP4_HALF", variant[1], 1);
+    setenv("M3_MOE_SCALED_GATEUP_PAIRS", variant[2], 1);
     for (const WeightFormat f : {WeightFormat::kMxfp8, WeightFormat::kNvfp4}) {
       if (f == WeightFormat::kMxfp8 && variant[1][0] == '0') continue;  // NVFP4's forms only
       RunMoe(b, f, 8, 6144, 3072, {{1, false, nullptr}, {8, true, nullptr}});
@@ -528,6 +532,7 @@ TEST_CASE("MoeExperts on block-scaled experts matches the CPU in each down-kerne
     }
     unsetenv("M3_MOE_SCALED_DOWN_TILES");
     unsetenv("M3_NVFP4_HALF");
+    unsetenv("M3_MOE_SCALED_GATEUP_PAIRS");
   }
 }
 
