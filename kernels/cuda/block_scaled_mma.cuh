@@ -76,7 +76,7 @@ inline bool NvHalfForm() {
   return v == nullptr || v[0] != '0';
 }
 
-// Whether the weight-streaming kernels prefetch their next round of weights into L2 (TileMma's
+// Whether the weight-streaming kernels prefetch their weights into L2 two rounds ahead (TileMma's
 // prefetch; M3_BLOCK_SCALED_PREFETCH=0 turns it off, for benchmarks). Read at each launch.
 inline bool ScaledPrefetch() {
   const char* v = std::getenv("M3_BLOCK_SCALED_PREFETCH");
@@ -314,8 +314,10 @@ __device__ __forceinline__ void PrefetchL2(const void* p) {
 // tile_i . x over the warp's steps s = s0, s0 + stride, ... < s1 of rows of k. xrow[n]: the
 // input row lane group g of group n reads (null: zeros). U steps' weight loads are issued
 // before any is used; the inputs (a few KB, shared by every warp) come from L1. prefetch: each
-// round also asks L2 for the next round's weight rows, which doubles the bytes in flight per
-// warp without registers (the kernels are bound by latency: too few loads in flight).
+// round also asks L2 for the weight rows of the warp's round two later (the first round for the
+// next one too), which triples the bytes in flight per warp without registers (the kernels are
+// bound by latency: too few loads in flight); a block's prefetched bytes stay at most
+// 2 x 8 warps x 64 rows x 64 bytes (64 KB, 17 MB for all resident blocks: well inside L2).
 template <WeightKind F, int NTILE, int NT, int U, bool H = false>
 __device__ __forceinline__ void TileMma(const TileLane (&tile)[NTILE],
                                         const bf16* const (&xrow)[NT], int64_t s0, int64_t s1,
@@ -338,15 +340,19 @@ __device__ __forceinline__ void TileMma(const TileLane (&tile)[NTILE],
               ok ? LoadStreaming(tile[i].code[r] + su * 64 + 16 * t) : make_uint4(0, 0, 0, 0);
     }
     if (prefetch && t == 0) {
+      auto round = [&](int64_t first) {  // the U steps of a later round of the warp
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t su = s + (U + u) * stride;
-        if (su < s1 && su * KT::kStepK < k)
+        for (int u = 0; u < U; ++u) {
+          const int64_t su = first + u * stride;
+          if (su < s1 && su * KT::kStepK < k)
 #pragma unroll
-          for (int i = 0; i < NTILE; ++i)
+            for (int i = 0; i < NTILE; ++i)
 #pragma unroll
-            for (int r = 0; r < 2; ++r) PrefetchL2(tile[i].code[r] + su * 64);
-      }
+              for (int r = 0; r < 2; ++r) PrefetchL2(tile[i].code[r] + su * 64);
+        }
+      };
+      round(s + 2 * U * stride);
+      if (s == s0) round(s + U * stride);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
