@@ -147,9 +147,12 @@ int ResidentBlocksOf(int groups, int tiles) {
   }
 }
 
-// The K splits: the smallest count whose waves of blocks fill the resident slots best, weighted
-// by how evenly a split's steps spread over the block's warps (each warp keeps at least one step;
-// the partial sums at most kMaxPartialBytes).
+// The K splits. One tile per block (the former geometry): the smallest count whose waves of
+// blocks fill the resident slots best. Several: the count that minimizes waves of blocks times
+// rounds of steps per warp (a block's latency-bound time) over the share of resident slots kept
+// busy, each further split costing 3 % (the partial sums and their reduction); with few blocks
+// (a 128-row weight is 2 blocks) filling the slots outweighs the splits' cost. Each warp keeps at
+// least one step; the partial sums take at most kMaxPartialBytes.
 constexpr size_t kMaxPartialBytes = size_t{64} << 20;
 int64_t PlanSplits(int64_t m, int64_t n, int64_t k, WeightKind kind, int tiles_per_block) {
   const int64_t tiles = (n + 16 * tiles_per_block - 1) / (16 * tiles_per_block);
@@ -159,17 +162,22 @@ int64_t PlanSplits(int64_t m, int64_t n, int64_t k, WeightKind kind, int tiles_p
                            : ResidentBlocksOf<WeightKind::kNvfp4>(GroupsOf(m), tiles_per_block);
   const int64_t most = std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, steps / kWarps));
   int64_t best = 1;
-  double best_score = -1.0;
+  double best_score = -1e30;
   for (int64_t s = 1; s <= most; ++s) {
     if (s > 1 && static_cast<size_t>(s * m * n) * 4 > kMaxPartialBytes) break;
     const int64_t blocks = tiles * s;
     const int64_t waves = (blocks + capacity - 1) / capacity;
-    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * capacity);
-    const int64_t per = (steps + s - 1) / s, rounds = (per + kWarps - 1) / kWarps;
-    const double balance = tiles_per_block == 1
-                               ? 1.0
-                               : static_cast<double>(per) / static_cast<double>(rounds * kWarps);
-    const double score = fill * balance - 0.02 * static_cast<double>(s);  // a split costs a little
+    double score;
+    if (tiles_per_block == 1) {
+      const double fill = static_cast<double>(blocks) / static_cast<double>(waves * capacity);
+      score = fill - 0.02 * static_cast<double>(s);  // each split costs a little
+    } else {
+      const int64_t per = (steps + s - 1) / s, rounds = (per + kWarps - 1) / kWarps;
+      const double busy =  // the share of resident slots a grid smaller than one wave keeps busy
+          std::min(1.0, static_cast<double>(blocks) / static_cast<double>(capacity));
+      score =
+          -static_cast<double>(waves * rounds) * (1.0 + 0.03 * static_cast<double>(s - 1)) / busy;
+    }
     if (score > best_score + 1e-9) {
       best_score = score;
       best = s;
