@@ -93,7 +93,7 @@ struct Kind {
     return F == WeightKind::kNvfp4 ? k / 16 : F == WeightKind::kMxfp8 ? k / 32 : 0;
   }
   // The factor the accumulated sums of a row are multiplied by (NVFP4: 2^8 undoes the
-  // headroom taken from the block scale, see NvScale).
+  // headroom taken from the block scale, see NvScales).
   static constexpr float kPost = F == WeightKind::kNvfp4 ? 256.0f : 1.0f;
 };
 
@@ -152,18 +152,10 @@ __device__ __forceinline__ uint32_t MxScale(uint32_t e) {
   const uint32_t f = min(e + 120u, 254u) << 7;
   return f | (f << 16);
 }
-// e4m3 block scale s as a bf16x2 of s * 2^118 (the e2m1 bits carry 2^-126; 2^-8 of headroom
-// keeps 448 * 2^118 in range, undone by Kind::kPost).
-__device__ __forceinline__ uint32_t NvScale(uint32_t code) {
-  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
-  const float s = __half2float(__half(h)) * 0x1p118f;
-  const uint32_t b = __bfloat16_as_ushort(__float2bfloat16_rn(s));
-  return b | (b << 16);
-}
-
-// NvScale of the two e4m3 codes of `two` (low byte: out[0]), converted together: one e4m3x2
-// conversion, two f32 multiplies and one f32x2 -> bf16x2 rounding (exact: 4 significant bits)
-// instead of twice NvScale's chain.
+// The two e4m3 block scales of `two` (low byte: out[0]), each as a bf16x2 of s * 2^118 (the e2m1
+// bits carry 2^-126; 2^-8 of headroom keeps 448 * 2^118 in range, undone by Kind::kPost),
+// converted together: one e4m3x2 conversion, two f32 multiplies and one f32x2 -> bf16x2 rounding
+// (exact: 4 significant bits).
 __device__ __forceinline__ void NvScales(uint32_t two, uint32_t (&out)[2]) {
   const __half2_raw h2 =
       __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
