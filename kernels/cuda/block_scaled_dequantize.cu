@@ -25,7 +25,8 @@ __device__ __forceinline__ uint32_t PackBf16(float a, float b) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-__global__ void DequantizeKernel(ScaledRows w, int64_t row0, int64_t rows, int64_t k, bf16* out) {
+__global__ void DequantizeKernel(ScaledRows w, int64_t row0, int64_t rows, int64_t k,
+                                 bool row_scaled, bf16* out) {
   ChainedKernelStart();
   const int64_t per_row = RowBytes(w.kind, k) / 16;
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -44,7 +45,7 @@ __global__ void DequantizeKernel(ScaledRows w, int64_t row0, int64_t rows, int64
     dst[0] = o[0];
     dst[1] = o[1];
   } else {
-    const float global = w.row_scale[row];
+    const float global = row_scaled ? w.row_scale[row] : 1.0f;
     const uint8_t* sc = w.scales + row * (k / 16) + c * 2;
     const float s0 = E4m3(sc[0]) * global, s1 = E4m3(sc[1]) * global;
     uint4 o[4];
@@ -61,12 +62,13 @@ __global__ void DequantizeKernel(ScaledRows w, int64_t row0, int64_t rows, int64
 }  // namespace
 
 void DequantizeScaledRows(const ScaledRows& w, int64_t row0, int64_t rows, int64_t k, bf16* out,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, bool row_scaled) {
   if (rows <= 0) return;
   if (w.kind == WeightKind::kBf16 || k % 32 != 0)
     throw std::runtime_error("DequantizeScaledRows: not a block-scaled weight of k % 32 == 0");
   const int64_t threads = rows * (RowBytes(w.kind, k) / 16);
-  LaunchAfterPrior(DequantizeKernel, Blocks(threads, 256), 256, 0, stream, w, row0, rows, k, out);
+  LaunchAfterPrior(DequantizeKernel, Blocks(threads, 256), 256, 0, stream, w, row0, rows, k,
+                   row_scaled, out);
   CheckLaunch("DequantizeScaledRows");
 }
 

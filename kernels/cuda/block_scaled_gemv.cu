@@ -1,12 +1,18 @@
-// BlockScaledGemv: a block of 8 warps per 16 weight rows (one MMA tile) and K range; its warps
+// BlockScaledGemv: a block of 8 warps per T x 16 weight rows (T MMA tiles) and K range; its warps
 // take the range's steps in turn and sum through shared memory. The K range is the whole row
 // unless the row tiles alone would leave the GPU's resident blocks partly idle (few rows, or a
 // last wave of blocks much smaller than the others): then the grid also splits K and a second
 // kernel adds the splits' f32 partial sums. Input rows go in groups of 8 (the MMA's N): 1 to 8
 // rows cost one group, up to 64 rows eight, each weight tile dequantized once for all of them.
+// With one group (decode, 1-8 rows) a warp takes T = 4 tiles per step (kGemvTiles): each input
+// fragment it loads serves 4 tiles, so the inputs' L1 / L2 traffic per weight byte drops 4x (with
+// T = 1 every block re-read all 8 input rows of its K range from L2, 1.8x the NVFP4 weight bytes
+// it streamed, and their scattered 4-byte loads took 16 L1 wavefronts each).
+// M3_BLOCK_SCALED_GEMV_TILES=1|2|4 picks T for one group (benchmarks: 1 is the former geometry).
 #include "kernels/cuda/block_scaled_gemv.cuh"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 namespace m3::kernels::cuda {
@@ -23,38 +29,53 @@ __host__ __device__ constexpr int UnrollOf() {
   return NT == 1 ? 4 : NT == 2 ? 2 : 1;
 }
 
-template <WeightKind F, int NT, typename Y>
+// Tiles per warp step with one input group (kGemvTiles by default, the environment's override).
+constexpr int kGemvTiles = 4;
+int TilesFor(int groups) {
+  if (groups != 1) return 1;
+  const char* v = std::getenv("M3_BLOCK_SCALED_GEMV_TILES");
+  if (v == nullptr) return kGemvTiles;
+  const int t = std::atoi(v);
+  return t == 1 || t == 2 || t == 4 ? t : kGemvTiles;
+}
+
+template <WeightKind F, int NT, int T, bool H, typename Y>
 __global__ void __launch_bounds__(kThreads, 2)
     GemvKernel(const bf16* x, int64_t m, ScaledRows w, int64_t n, int64_t k,
-               int64_t steps_per_split, Y* y, float* partial) {
+               int64_t steps_per_split, Y* y, float* partial, bool prefetch) {
   ChainedKernelStart();
   constexpr int kCols = NT * 8;
-  constexpr int U = UnrollOf<NT>();
-  __shared__ float red[kWarps][16][kCols + 1];
+  constexpr int kRows = 16 * T;
+  constexpr int U = T == 1 ? UnrollOf<NT>() : T == 2 ? 2 : 1;  // 8 16-byte loads per lane
+  __shared__ float red[kWarps][kRows][kCols + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t row0 = int64_t{blockIdx.x} * 16;
-  const TileLane tile[1] = {TileOf<F>(w, row0, n, k)};
+  const int64_t row0 = int64_t{blockIdx.x} * kRows;
+  TileLane tile[T];
+#pragma unroll
+  for (int i = 0; i < T; ++i) tile[i] = TileOf<F>(w, row0 + 16 * i, n, k);
   const bf16* xrow[NT];
 #pragma unroll
   for (int c = 0; c < NT; ++c) {
     const int64_t tok = c * 8 + g;
     xrow[c] = tok < m ? x + tok * k : nullptr;
   }
-  float acc[1][NT][4] = {};
+  float acc[T][NT][4] = {};
   const int64_t steps = StepsOf(F, k);
   const int64_t s0 = int64_t{blockIdx.y} * steps_per_split;
   const int64_t s1 = min(steps, s0 + steps_per_split);
-  TileMma<F, 1, NT, U>(tile, xrow, s0 + warp, s1, kWarps, k, acc);
+  TileMma<F, T, NT, U, H>(tile, xrow, s0 + warp, s1, kWarps, k, acc, prefetch);
 #pragma unroll
-  for (int c = 0; c < NT; ++c) {
-    red[warp][g][c * 8 + 2 * t] = acc[0][c][0];
-    red[warp][g][c * 8 + 2 * t + 1] = acc[0][c][1];
-    red[warp][g + 8][c * 8 + 2 * t] = acc[0][c][2];
-    red[warp][g + 8][c * 8 + 2 * t + 1] = acc[0][c][3];
-  }
+  for (int i = 0; i < T; ++i)
+#pragma unroll
+    for (int c = 0; c < NT; ++c) {
+      red[warp][16 * i + g][c * 8 + 2 * t] = acc[i][c][0];
+      red[warp][16 * i + g][c * 8 + 2 * t + 1] = acc[i][c][1];
+      red[warp][16 * i + g + 8][c * 8 + 2 * t] = acc[i][c][2];
+      red[warp][16 * i + g + 8][c * 8 + 2 * t + 1] = acc[i][c][3];
+    }
   __syncthreads();
-  for (int i = threadIdx.x; i < 16 * kCols; i += kThreads) {
-    const int r = i % 16, c = i / 16;  // consecutive threads: consecutive outputs of a row
+  for (int i = threadIdx.x; i < kRows * kCols; i += kThreads) {
+    const int r = i % kRows, c = i / kRows;  // consecutive threads: consecutive outputs of a row
     const int64_t row = row0 + r;
     if (row >= n || c >= m) continue;
     float sum = 0.0f;
@@ -63,7 +84,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (partial != nullptr) {
       partial[(int64_t{blockIdx.y} * m + c) * n + row] = sum;
     } else {
-      const float f = Kind<F>::kPost * (w.row_scale ? w.row_scale[row] : 1.0f);
+      const float f = PostOf<F, H>() * (w.row_scale ? w.row_scale[row] : 1.0f);
       Store(y, c * n + row, sum * f);
     }
   }
@@ -88,12 +109,12 @@ int GroupsOf(int64_t m) {
 
 // Resident blocks of the kernel on the whole GPU (the bf16-output instantiation stands for both:
 // the plan must not depend on the output type, so the workspace query agrees with the launch).
-template <WeightKind F, int NT>
+template <WeightKind F, int NT, int T, bool H>
 int ResidentBlocks() {
   static int per_sm = [] {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, GemvKernel<F, NT, bf16>, kThreads, 0) !=
-            cudaSuccess ||
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, GemvKernel<F, NT, T, H, bf16>, kThreads,
+                                                      0) != cudaSuccess ||
         b <= 0) {
       cudaGetLastError();
       b = 2;
@@ -103,37 +124,60 @@ int ResidentBlocks() {
   return per_sm * SmCount();
 }
 
+template <WeightKind F, bool H>
+int ResidentBlocksOne(int tiles) {
+  return tiles == 4   ? ResidentBlocks<F, 1, 4, H>()
+         : tiles == 2 ? ResidentBlocks<F, 1, 2, H>()
+                      : ResidentBlocks<F, 1, 1, H>();
+}
+
 template <WeightKind F>
-int ResidentBlocksOf(int groups) {
+int ResidentBlocksOf(int groups, int tiles) {
   switch (groups) {
     case 1:
-      return ResidentBlocks<F, 1>();
+      if constexpr (F == WeightKind::kNvfp4)
+        if (NvHalfForm()) return ResidentBlocksOne<F, true>(tiles);
+      return ResidentBlocksOne<F, false>(tiles);
     case 2:
-      return ResidentBlocks<F, 2>();
+      return ResidentBlocks<F, 2, 1, false>();
     case 4:
-      return ResidentBlocks<F, 4>();
+      return ResidentBlocks<F, 4, 1, false>();
     default:
-      return ResidentBlocks<F, 8>();
+      return ResidentBlocks<F, 8, 1, false>();
   }
 }
 
-// The K splits: the smallest count whose waves of blocks fill the resident slots best (each
-// warp keeps at least one step; the partial sums at most kMaxPartialBytes).
+// The K splits. One tile per block (the former geometry): the smallest count whose waves of
+// blocks fill the resident slots best. Several: the count that minimizes waves of blocks times
+// rounds of steps per warp (a block's latency-bound time) over the share of resident slots kept
+// busy, each further split costing 3 % (the partial sums and their reduction); with few blocks
+// (a 128-row weight is 2 blocks) filling the slots outweighs the splits' cost. Each warp keeps at
+// least one step; the partial sums take at most kMaxPartialBytes.
 constexpr size_t kMaxPartialBytes = size_t{64} << 20;
-int64_t PlanSplits(int64_t m, int64_t n, int64_t k, WeightKind kind) {
-  const int64_t tiles = (n + 15) / 16, steps = StepsOf(kind, k);
+int64_t PlanSplits(int64_t m, int64_t n, int64_t k, WeightKind kind, int tiles_per_block) {
+  const int64_t tiles = (n + 16 * tiles_per_block - 1) / (16 * tiles_per_block);
+  const int64_t steps = StepsOf(kind, k);
   const int capacity = kind == WeightKind::kMxfp8
-                           ? ResidentBlocksOf<WeightKind::kMxfp8>(GroupsOf(m))
-                           : ResidentBlocksOf<WeightKind::kNvfp4>(GroupsOf(m));
+                           ? ResidentBlocksOf<WeightKind::kMxfp8>(GroupsOf(m), tiles_per_block)
+                           : ResidentBlocksOf<WeightKind::kNvfp4>(GroupsOf(m), tiles_per_block);
   const int64_t most = std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, steps / kWarps));
   int64_t best = 1;
-  double best_score = -1.0;
+  double best_score = -1e30;
   for (int64_t s = 1; s <= most; ++s) {
     if (s > 1 && static_cast<size_t>(s * m * n) * 4 > kMaxPartialBytes) break;
     const int64_t blocks = tiles * s;
     const int64_t waves = (blocks + capacity - 1) / capacity;
-    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * capacity);
-    const double score = fill - 0.02 * static_cast<double>(s);  // each split costs a little
+    double score;
+    if (tiles_per_block == 1) {
+      const double fill = static_cast<double>(blocks) / static_cast<double>(waves * capacity);
+      score = fill - 0.02 * static_cast<double>(s);  // each split costs a little
+    } else {
+      const int64_t per = (steps + s - 1) / s, rounds = (per + kWarps - 1) / kWarps;
+      const double busy =  // the share of resident slots a grid smaller than one wave keeps busy
+          std::min(1.0, static_cast<double>(blocks) / static_cast<double>(capacity));
+      score =
+          -static_cast<double>(waves * rounds) * (1.0 + 0.03 * static_cast<double>(s - 1)) / busy;
+    }
     if (score > best_score + 1e-9) {
       best_score = score;
       best = s;
@@ -142,24 +186,32 @@ int64_t PlanSplits(int64_t m, int64_t n, int64_t k, WeightKind kind) {
   return best;
 }
 
-template <WeightKind F, int NT, typename Y>
+template <WeightKind F, int NT, int T, bool H, typename Y>
 void Launch(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int64_t k, Y* y,
             void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  const int64_t tiles = (n + 15) / 16, steps = StepsOf(F, k);
-  int64_t splits = PlanSplits(m, n, k, F);
+  const int64_t blocks = (n + 16 * T - 1) / (16 * T), steps = StepsOf(F, k);
+  int64_t splits = PlanSplits(m, n, k, F, T);
   if (workspace == nullptr || workspace_bytes < static_cast<size_t>(splits * m * n) * 4)
     splits = 1;  // a smaller workspace than asked for: one pass over K
   const int64_t per = (steps + splits - 1) / splits;
   float* partial = splits > 1 ? static_cast<float*>(workspace) : nullptr;
-  LaunchAfterPrior(GemvKernel<F, NT, Y>,
-                   dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), kThreads, 0,
-                   stream, x, m, w, n, k, per, y, partial);
+  LaunchAfterPrior(GemvKernel<F, NT, T, H, Y>,
+                   dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(splits)), kThreads, 0,
+                   stream, x, m, w, n, k, per, y, partial, ScaledPrefetch());
   CheckLaunch("BlockScaledGemv");
   if (partial != nullptr) {
     LaunchAfterPrior(SumSplitsKernel<Y>, Blocks(m * n, 256), 256, 0, stream, partial, splits, m, n,
-                     w.row_scale, Kind<F>::kPost, y);
+                     w.row_scale, PostOf<F, H>(), y);
     CheckLaunch("BlockScaledGemv (split sums)");
   }
+}
+
+template <WeightKind F, int T, typename Y>
+void LaunchOne(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int64_t k, Y* y, void* ws,
+               size_t ws_bytes, cudaStream_t stream) {
+  if constexpr (F == WeightKind::kNvfp4)
+    if (NvHalfForm()) return Launch<F, 1, T, true>(x, m, w, n, k, y, ws, ws_bytes, stream);
+  Launch<F, 1, T, false>(x, m, w, n, k, y, ws, ws_bytes, stream);
 }
 
 template <WeightKind F, typename Y>
@@ -167,13 +219,20 @@ void LaunchGroups(const bf16* x, int64_t m, const ScaledRows& w, int64_t n, int6
                   void* ws, size_t ws_bytes, cudaStream_t stream) {
   switch (GroupsOf(m)) {
     case 1:
-      return Launch<F, 1>(x, m, w, n, k, y, ws, ws_bytes, stream);
+      switch (TilesFor(1)) {
+        case 4:
+          return LaunchOne<F, 4>(x, m, w, n, k, y, ws, ws_bytes, stream);
+        case 2:
+          return LaunchOne<F, 2>(x, m, w, n, k, y, ws, ws_bytes, stream);
+        default:
+          return LaunchOne<F, 1>(x, m, w, n, k, y, ws, ws_bytes, stream);
+      }
     case 2:
-      return Launch<F, 2>(x, m, w, n, k, y, ws, ws_bytes, stream);
+      return Launch<F, 2, 1, false>(x, m, w, n, k, y, ws, ws_bytes, stream);
     case 4:
-      return Launch<F, 4>(x, m, w, n, k, y, ws, ws_bytes, stream);
+      return Launch<F, 4, 1, false>(x, m, w, n, k, y, ws, ws_bytes, stream);
     default:
-      return Launch<F, 8>(x, m, w, n, k, y, ws, ws_bytes, stream);
+      return Launch<F, 8, 1, false>(x, m, w, n, k, y, ws, ws_bytes, stream);
   }
 }
 
@@ -186,7 +245,7 @@ bool BlockScaledGemvFits(int64_t m, int64_t k, WeightKind kind) {
 
 size_t BlockScaledGemvWorkspaceBytes(int64_t m, int64_t n, int64_t k, WeightKind kind) {
   if (!BlockScaledGemvFits(m, k, kind) || n <= 0) return 0;
-  const int64_t splits = PlanSplits(m, n, k, kind);
+  const int64_t splits = PlanSplits(m, n, k, kind, TilesFor(GroupsOf(m)));
   return splits > 1 ? static_cast<size_t>(splits * m * n) * 4 : 0;
 }
 

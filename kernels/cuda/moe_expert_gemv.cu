@@ -5,6 +5,7 @@
 // chunks of up to kChunk picks (later chunks re-read the block's weight rows from L2).
 #include "kernels/cuda/moe_expert_gemv.cuh"
 
+#include <cstdlib>
 #include <string>
 
 #include "kernels/cuda/bf16x8.cuh"
@@ -61,19 +62,36 @@ __global__ void GroupPicksKernel(const int32_t* ids, int picks, int experts, Scr
     if (e >= 0) atomicAdd(&count[e], 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int at = 0, g = 0;
-    for (int e = 0; e < experts; ++e) {
-      start[e] = at;
-      if (count[e] > 0) {
-        s.group_expert[g] = e;
-        s.group_start[g] = at;
-        ++g;
+  if (threadIdx.x < 32) {  // exclusive scans of the counts and of the non-empty experts, by a warp
+    // (one thread walking 128 experts took a few microseconds of every decode step's MoE layer)
+    const int lane = static_cast<int>(threadIdx.x);
+    int at = 0, g = 0;  // before this chunk of 32 experts
+    for (int base = 0; base < experts; base += 32) {
+      const int e = base + lane;
+      const int c = e < experts ? count[e] : 0, nonempty = c > 0 ? 1 : 0;
+      int x = c, y = nonempty;  // inclusive scans within the chunk
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int xs = __shfl_up_sync(0xffffffffu, x, o), ys = __shfl_up_sync(0xffffffffu, y, o);
+        if (lane >= o) {
+          x += xs;
+          y += ys;
+        }
       }
-      at += count[e];
+      if (e < experts) {
+        start[e] = at + x - c;
+        if (nonempty) {
+          s.group_expert[g + y - 1] = e;
+          s.group_start[g + y - 1] = at + x - c;
+        }
+      }
+      at += __shfl_sync(0xffffffffu, x, 31);
+      g += __shfl_sync(0xffffffffu, y, 31);
     }
-    s.group_start[g] = at;
-    *s.num_groups = g;
+    if (lane == 0) {
+      s.group_start[g] = at;
+      *s.num_groups = g;
+    }
   }
   __syncthreads();
   for (int p = threadIdx.x; p < picks; p += blockDim.x) {
@@ -204,50 +222,60 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Block-scaled experts: a block per 16 output rows of one group, 8 warps splitting K into
-// steps, partial sums through shared memory, picks in passes of 8 (the MMA's N).
+// Block-scaled experts: a block per 16 P (gate_up) or 16 T (down) output rows of one group, 8
+// warps splitting K into steps, partial sums through shared memory, picks in passes of 8 (the
+// MMA's N).
 constexpr int kScaledPicks = 8;
 
-// act[slot, c0 + r] = SwiGLU-OAI(gate row, up row) for the group's slots.
-template <WeightKind F>
-__global__ void __launch_bounds__(kThreads)
+// act[slot, c0 + r] = SwiGLU-OAI(gate row, up row) for the group's slots: P tiles of 16 gate rows
+// and the P tiles of their up rows per block (kGateUpPairs), each input fragment a warp loads
+// serving all 2P.
+template <WeightKind F, int P, bool Hf>
+__global__ void __launch_bounds__(kThreads, 2)
     GateUpScaledKernel(const bf16* x, ScaledRows w, int64_t E, int64_t H, int64_t I, int64_t topk,
-                       float alpha, float limit, Scratch s) {
+                       float alpha, float limit, Scratch s, bool prefetch) {
   ChainedKernelStart();
   const int grp = blockIdx.y;
   if (grp >= *s.num_groups) return;
-  __shared__ float red[kWarps][2][16][kScaledPicks + 1];
+  constexpr int kRows = 16 * P;
+  constexpr int U = P == 1 ? 2 : 1;  // 8 16-byte weight loads per lane in flight
+  __shared__ float red[kWarps][2 * P][16][kScaledPicks + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t e = s.group_expert[grp], c0 = int64_t{blockIdx.x} * 16;
+  const int64_t e = s.group_expert[grp], c0 = int64_t{blockIdx.x} * kRows;
   const int g0 = s.group_start[grp], g1 = s.group_start[grp + 1];
   const int64_t gate0 = e * 2 * I + c0, up0 = e * 2 * I + I + c0;
-  const TileLane tile[2] = {TileOf<F>(w, gate0, E * 2 * I, H), TileOf<F>(w, up0, E * 2 * I, H)};
+  TileLane tile[2 * P];  // gate tiles, then up tiles
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    tile[i] = TileOf<F>(w, gate0 + 16 * i, E * 2 * I, H);
+    tile[P + i] = TileOf<F>(w, up0 + 16 * i, E * 2 * I, H);
+  }
   const int64_t steps = StepsOf(F, H);
   for (int s0 = g0; s0 < g1; s0 += kScaledPicks) {
     const int slot = s0 + g;
     const bf16* xrow[1] = {slot < g1 ? x + (s.pick_of_slot[slot] / topk) * H : nullptr};
-    float acc[2][1][4] = {};
-    TileMma<F, 2, 1, 2>(tile, xrow, warp, steps, kWarps, H, acc);
+    float acc[2 * P][1][4] = {};
+    TileMma<F, 2 * P, 1, U, Hf>(tile, xrow, warp, steps, kWarps, H, acc, prefetch);
     __syncthreads();  // the previous pass's sums are read
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 2 * P; ++i) {
       red[warp][i][g][2 * t] = acc[i][0][0];
       red[warp][i][g][2 * t + 1] = acc[i][0][1];
       red[warp][i][g + 8][2 * t] = acc[i][0][2];
       red[warp][i][g + 8][2 * t + 1] = acc[i][0][3];
     }
     __syncthreads();
-    if (threadIdx.x < 16 * kScaledPicks) {
-      const int r = threadIdx.x % 16, c = threadIdx.x / 16;
+    for (int i = threadIdx.x; i < kRows * kScaledPicks; i += kThreads) {
+      const int r = i % kRows, c = i / kRows, tr = r / 16, rr = r % 16;
       if (s0 + c < g1 && c0 + r < I) {
         float gate = 0.0f, up = 0.0f;
 #pragma unroll
         for (int q = 0; q < kWarps; ++q) {
-          gate += red[q][0][r][c];
-          up += red[q][1][r][c];
+          gate += red[q][tr][rr][c];
+          up += red[q][P + tr][rr][c];
         }
-        gate *= Kind<F>::kPost * (w.row_scale ? w.row_scale[gate0 + r] : 1.0f);
-        up *= Kind<F>::kPost * (w.row_scale ? w.row_scale[up0 + r] : 1.0f);
+        gate *= PostOf<F, Hf>() * (w.row_scale ? w.row_scale[gate0 + r] : 1.0f);
+        up *= PostOf<F, Hf>() * (w.row_scale ? w.row_scale[up0 + r] : 1.0f);
         const float gs = fminf(gate, limit);
         const float us = fminf(fmaxf(up, -limit), limit);
         s.act[(s0 + c) * I + c0 + r] =
@@ -257,41 +285,69 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// ys[slot, h0 + r] = down row . act[slot] for the group's slots.
-template <WeightKind F>
-__global__ void __launch_bounds__(kThreads)
-    DownScaledKernel(ScaledRows w, int64_t E, int64_t H, int64_t I, Scratch s, float* ys) {
+// ys[slot, h0 + r] = down row . act[slot] for the group's slots: T tiles of 16 rows per block
+// (kDownTiles), each act fragment a warp loads serving all T.
+template <WeightKind F, int T, bool Hf>
+__global__ void __launch_bounds__(kThreads, 2)
+    DownScaledKernel(ScaledRows w, int64_t E, int64_t H, int64_t I, Scratch s, float* ys,
+                     bool prefetch) {
   ChainedKernelStart();
   const int grp = blockIdx.y;
   if (grp >= *s.num_groups) return;
-  __shared__ float red[kWarps][16][kScaledPicks + 1];
+  constexpr int kRows = 16 * T;
+  constexpr int U = T == 1 ? 4 : T == 2 ? 2 : 1;  // 8 16-byte weight loads per lane in flight
+  __shared__ float red[kWarps][kRows][kScaledPicks + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t e = s.group_expert[grp], h0 = int64_t{blockIdx.x} * 16;
+  const int64_t e = s.group_expert[grp], h0 = int64_t{blockIdx.x} * kRows;
   const int g0 = s.group_start[grp], g1 = s.group_start[grp + 1];
-  const TileLane tile[1] = {TileOf<F>(w, e * H + h0, E * H, I)};
+  TileLane tile[T];
+#pragma unroll
+  for (int i = 0; i < T; ++i) tile[i] = TileOf<F>(w, e * H + min(h0 + 16 * i, H - 1), E * H, I);
   const int64_t steps = StepsOf(F, I);
   for (int s0 = g0; s0 < g1; s0 += kScaledPicks) {
     const int slot = s0 + g;
     const bf16* xrow[1] = {slot < g1 ? s.act + slot * I : nullptr};
-    float acc[1][1][4] = {};
-    TileMma<F, 1, 1, 4>(tile, xrow, warp, steps, kWarps, I, acc);
+    float acc[T][1][4] = {};
+    TileMma<F, T, 1, U, Hf>(tile, xrow, warp, steps, kWarps, I, acc, prefetch);
     __syncthreads();
-    red[warp][g][2 * t] = acc[0][0][0];
-    red[warp][g][2 * t + 1] = acc[0][0][1];
-    red[warp][g + 8][2 * t] = acc[0][0][2];
-    red[warp][g + 8][2 * t + 1] = acc[0][0][3];
+#pragma unroll
+    for (int i = 0; i < T; ++i) {
+      red[warp][16 * i + g][2 * t] = acc[i][0][0];
+      red[warp][16 * i + g][2 * t + 1] = acc[i][0][1];
+      red[warp][16 * i + g + 8][2 * t] = acc[i][0][2];
+      red[warp][16 * i + g + 8][2 * t + 1] = acc[i][0][3];
+    }
     __syncthreads();
-    if (threadIdx.x < 16 * kScaledPicks) {
-      const int r = threadIdx.x % 16, c = threadIdx.x / 16;
+    for (int i = threadIdx.x; i < kRows * kScaledPicks; i += kThreads) {
+      const int r = i % kRows, c = i / kRows;
       if (s0 + c < g1 && h0 + r < H) {
         float sum = 0.0f;
 #pragma unroll
         for (int q = 0; q < kWarps; ++q) sum += red[q][r][c];
         ys[(s0 + c) * H + h0 + r] =
-            sum * Kind<F>::kPost * (w.row_scale ? w.row_scale[e * H + h0 + r] : 1.0f);
+            sum * PostOf<F, Hf>() * (w.row_scale ? w.row_scale[e * H + h0 + r] : 1.0f);
       }
     }
   }
+}
+
+// Gate / up tile pairs per gate_up block (M3_MOE_SCALED_GATEUP_PAIRS=1|2 overrides; 1: the former
+// geometry).
+constexpr int kGateUpPairs = 2;
+int GateUpPairs() {
+  const char* v = std::getenv("M3_MOE_SCALED_GATEUP_PAIRS");
+  if (v == nullptr) return kGateUpPairs;
+  const int p = std::atoi(v);
+  return p == 1 || p == 2 ? p : kGateUpPairs;
+}
+
+// Down tiles per block (M3_MOE_SCALED_DOWN_TILES=1|2|4 overrides; 1: the former geometry).
+constexpr int kDownTiles = 2;
+int DownTiles() {
+  const char* v = std::getenv("M3_MOE_SCALED_DOWN_TILES");
+  if (v == nullptr) return kDownTiles;
+  const int t = std::atoi(v);
+  return t == 1 || t == 2 || t == 4 ? t : kDownTiles;
 }
 
 void Check(cudaError_t e, const char* what) {
@@ -327,17 +383,46 @@ bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d) {
 }
 
 namespace {
+// Whether NVFP4 experts take the f16 form (NvHalfForm; MXFP8 and bf16 have only the bf16 one).
+template <WeightKind F>
+bool HalfFormOf() {
+  return F == WeightKind::kNvfp4 && NvHalfForm();
+}
+
+template <WeightKind F, int P>
+void LaunchGateUpPairs(const bf16* x, const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
+                       unsigned max_groups, cudaStream_t stream) {
+  auto kernel = HalfFormOf<F>() ? GateUpScaledKernel<F, P, F == WeightKind::kNvfp4>
+                                : GateUpScaledKernel<F, P, false>;
+  LaunchAfterPrior(kernel, dim3(Blocks(d.inter, 16 * P), max_groups), kThreads, 0, stream, x, w,
+                   d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit, s, ScaledPrefetch());
+}
 template <WeightKind F>
 void LaunchGateUpScaled(const bf16* x, const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
                         unsigned max_groups, cudaStream_t stream) {
-  LaunchAfterPrior(GateUpScaledKernel<F>, dim3(Blocks(d.inter, 16), max_groups), kThreads, 0,
-                   stream, x, w, d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit, s);
+  if (GateUpPairs() == 2 && d.inter % 32 == 0)
+    return LaunchGateUpPairs<F, 2>(x, w, d, s, max_groups, stream);
+  LaunchGateUpPairs<F, 1>(x, w, d, s, max_groups, stream);
+}
+template <WeightKind F, int T>
+void LaunchDownTiles(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
+                     unsigned max_groups, float* ys, cudaStream_t stream) {
+  auto kernel = HalfFormOf<F>() ? DownScaledKernel<F, T, F == WeightKind::kNvfp4>
+                                : DownScaledKernel<F, T, false>;
+  LaunchAfterPrior(kernel, dim3(Blocks(d.hidden, 16 * T), max_groups), kThreads, 0, stream, w,
+                   d.experts, d.hidden, d.inter, s, ys, ScaledPrefetch());
 }
 template <WeightKind F>
 void LaunchDownScaled(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
                       unsigned max_groups, float* ys, cudaStream_t stream) {
-  LaunchAfterPrior(DownScaledKernel<F>, dim3(Blocks(d.hidden, 16), max_groups), kThreads, 0, stream,
-                   w, d.experts, d.hidden, d.inter, s, ys);
+  switch (DownTiles()) {
+    case 4:
+      return LaunchDownTiles<F, 4>(w, d, s, max_groups, ys, stream);
+    case 2:
+      return LaunchDownTiles<F, 2>(w, d, s, max_groups, ys, stream);
+    default:
+      return LaunchDownTiles<F, 1>(w, d, s, max_groups, ys, stream);
+  }
 }
 }  // namespace
 

@@ -38,8 +38,9 @@ void MoeExpertGemv(const bf16* x, int64_t rows, const int32_t* ids, const bf16* 
 // The same with block-scaled weights (block_scaled_mma.cuh: MXFP8, NVFP4, or bf16 for either):
 // gate_up rows [E * 2 inter, hidden], down rows [E * hidden, inter]. Each selected expert's
 // quantized bytes are read once per step, dequantized in registers and multiplied on the tensor
-// cores (a block per 16 output rows (gate and up rows together) and group, its 8 warps splitting
-// K, picks in passes of 8, later passes reading the expert's weights from L2). Takes: picks up
+// cores (a block per 32 act columns (their gate and up rows together), or per 32 down rows, and
+// group, its 8 warps splitting K, picks in passes of 8, later passes reading the expert's
+// weights from L2). Takes: picks up
 // to kMoeGemvScaledMaxPicks (beyond decode: a 512-token prefill chunk of top-4 still reads each
 // expert's quantized bytes once from HBM, where dequantizing every expert to bf16 would write and
 // read 4.5 bytes per weight), experts up to 1024, hidden and inter multiples of 32. Same scratch as

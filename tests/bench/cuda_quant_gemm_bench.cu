@@ -12,12 +12,20 @@
 // Weights are random codes and scales made on the device, several copies rotated so that no
 // call finds its weights in L2; each figure is the median over replays of a CUDA graph of
 // `reps` calls (per call: GPU time as a graph-replayed decode step sees it).
-// Usage: m3-bench-quant-gemm [--quick]   (--quick: fewer shapes and replays)
+// Usage: m3-bench-quant-gemm [--quick]   (--quick: fewer shapes and replays, about a minute)
+// Beside each table the kernels' other geometries are timed for comparison (environment
+// overrides the kernels read at launch, struct Variant): "former" (the kernels before the row
+// tiles and the L2 prefetch: M3_BLOCK_SCALED_GEMV_TILES=1 M3_MOE_SCALED_DOWN_TILES=1
+// M3_BLOCK_SCALED_PREFETCH=0 M3_NVFP4_HALF=0 M3_MOE_SCALED_GATEUP_PAIRS=1), "no pf" (the defaults
+// without the L2 prefetch), "T2" (2 GEMV row tiles per warp step instead of 4), "dn4" (4 MoE down
+// row tiles per block instead of 2), "bf16 form" (NVFP4 dequantized to bf16 rather than f16,
+// M3_NVFP4_HALF=0).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -41,6 +49,61 @@ using kc::WeightKind;
 cudaStream_t g_stream = nullptr;
 cublasHandle_t g_blas = nullptr;
 bool g_quick = false;
+
+// The kernels' geometries the tables compare (environment overrides the kernels read at each
+// launch; null: unset, the default). "former": today's kernels before the row tiles and the L2
+// prefetch.
+struct Variant {
+  const char* gemv_tiles;  // M3_BLOCK_SCALED_GEMV_TILES
+  const char* down_tiles;  // M3_MOE_SCALED_DOWN_TILES
+  const char* prefetch;    // M3_BLOCK_SCALED_PREFETCH
+  const char* nv_half;     // M3_NVFP4_HALF
+  const char* gate_pairs;  // M3_MOE_SCALED_GATEUP_PAIRS
+};
+constexpr int kVars = 5;
+constexpr Variant kDefault{nullptr, nullptr, nullptr, nullptr, nullptr};
+constexpr Variant kFormer{"1", "1", "0", "0", "1"};
+constexpr Variant kNoPrefetch{nullptr, nullptr, "0", nullptr, nullptr};
+constexpr Variant kGemvTiles2{"2", nullptr, nullptr, nullptr, nullptr};
+constexpr Variant kDownTiles4{nullptr, "4", nullptr, nullptr, nullptr};
+constexpr Variant kBf16Form{nullptr, nullptr, nullptr, "0", nullptr};
+
+// Runs `f` under the variant's environment, then restores the environment.
+template <typename F>
+auto Under(const Variant& v, F&& f) {
+  struct Saved {
+    const char* name;
+    bool had;
+    std::string value;
+  } saved[kVars] = {{"M3_BLOCK_SCALED_GEMV_TILES", false, ""},
+                    {"M3_MOE_SCALED_DOWN_TILES", false, ""},
+                    {"M3_BLOCK_SCALED_PREFETCH", false, ""},
+                    {"M3_NVFP4_HALF", false, ""},
+                    {"M3_MOE_SCALED_GATEUP_PAIRS", false, ""}};
+  const char* const want[kVars] = {v.gemv_tiles, v.down_tiles, v.prefetch, v.nv_half, v.gate_pairs};
+  for (int i = 0; i < kVars; ++i) {
+    if (const char* old = std::getenv(saved[i].name)) {
+      saved[i].had = true;
+      saved[i].value = old;
+    }
+    if (want[i])
+      setenv(saved[i].name, want[i], 1);
+    else
+      unsetenv(saved[i].name);
+  }
+  struct Restore {
+    Saved* s;
+    ~Restore() {
+      for (int i = 0; i < kVars; ++i) {
+        if (s[i].had)
+          setenv(s[i].name, s[i].value.c_str(), 1);
+        else
+          unsetenv(s[i].name);
+      }
+    }
+  } restore{saved};
+  return f();
+}
 
 void Cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
@@ -234,8 +297,9 @@ void DecodeGemv(double hbm) {
   const std::vector<int64_t> batches =
       g_quick ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 2, 4, 8, 16, 64};
   std::printf("\n== decode GEMV: us per call, weight GB/s, %% of HBM %.0f GB/s ==\n", hbm / 1e9);
-  std::printf("%-26s %5s | %9s %6s | %9s %6s %6s | %9s %6s %6s\n", "shape", "batch", "bf16 us",
-              "%HBM", "MXFP8 us", "%HBM", "x bf16", "NVFP4 us", "%HBM", "x bf16");
+  std::printf("%-26s %5s | %9s %6s | %9s %6s %6s | %9s %6s %6s | %23s | %31s\n", "shape", "batch",
+              "bf16 us", "%HBM", "MXFP8 us", "%HBM", "x bf16", "NVFP4 us", "%HBM", "x bf16",
+              "MX former/no pf/T2 us", "NV former/no pf/T2/bf16 form us");
   uint64_t seed = 1;
   for (const Shape& s : shapes) {
     const int64_t max_m = batches.back();
@@ -249,17 +313,21 @@ void DecodeGemv(double hbm) {
       for (int c = 0, n = CopiesFor(bytes); c < n; ++c)
         w[f].push_back(std::make_unique<Weight>(kinds[f], s.n, s.k, seed++));
     }
+    const Variant variants[5] = {kDefault, kFormer, kNoPrefetch, kGemvTiles2, kBf16Form};
     size_t ws_bytes = 0;
-    for (int64_t m : batches)
-      for (int f = 1; f < 3; ++f)
-        ws_bytes = std::max(ws_bytes, kc::BlockScaledGemvWorkspaceBytes(m, s.n, s.k, kinds[f]));
+    for (const Variant& v : variants)
+      for (int64_t m : batches)
+        for (int f = 1; f < 3; ++f)
+          ws_bytes = std::max(ws_bytes, Under(v, [&] {
+                                return kc::BlockScaledGemvWorkspaceBytes(m, s.n, s.k, kinds[f]);
+                              }));
     Buffer ws(ws_bytes);
     for (int64_t m : batches) {
-      double ms[3];
-      for (int f = 0; f < 3; ++f) {
+      double ms[3], alt[3][4] = {};
+      auto time = [&](int f) {
         const auto& copies = w[f];
         const int reps = g_quick ? 20 : 40;
-        ms[f] = TimeGraph(
+        return TimeGraph(
             [&](int i) {
               const Weight& wt = *copies[static_cast<size_t>(i) % copies.size()];
               if (f == 0)
@@ -269,13 +337,21 @@ void DecodeGemv(double hbm) {
                                     ws.p, ws.n, g_stream);
             },
             reps, g_quick ? 5 : 11);
-      }
+      };
+      for (int f = 0; f < 3; ++f) ms[f] = Under(kDefault, [&] { return time(f); });
+      if (m <= 8)
+        for (int f = 1; f < 3; ++f)
+          for (int v = 0; v < (f == 2 ? 4 : 3); ++v)
+            alt[f][v] = Under(variants[v + 1], [&] { return time(f); });
       auto pct = [&](int f) {
         return 100.0 * static_cast<double>(w[f][0]->bytes()) / (ms[f] * 1e-3) / hbm;
       };
-      std::printf("%-26s %5lld | %9.1f %5.1f%% | %9.1f %5.1f%% %5.2fx | %9.1f %5.1f%% %5.2fx\n",
-                  s.name, static_cast<long long>(m), ms[0] * 1e3, pct(0), ms[1] * 1e3, pct(1),
-                  ms[0] / ms[1], ms[2] * 1e3, pct(2), ms[0] / ms[2]);
+      std::printf(
+          "%-26s %5lld | %9.1f %5.1f%% | %9.1f %5.1f%% %5.2fx | %9.1f %5.1f%% %5.2fx "
+          "| %7.1f %7.1f %7.1f | %7.1f %7.1f %7.1f %7.1f\n",
+          s.name, static_cast<long long>(m), ms[0] * 1e3, pct(0), ms[1] * 1e3, pct(1),
+          ms[0] / ms[1], ms[2] * 1e3, pct(2), ms[0] / ms[2], alt[1][0] * 1e3, alt[1][1] * 1e3,
+          alt[1][2] * 1e3, alt[2][0] * 1e3, alt[2][1] * 1e3, alt[2][2] * 1e3, alt[2][3] * 1e3);
     }
   }
 }
@@ -286,8 +362,9 @@ void MoeDecode() {
               static_cast<long long>(E), static_cast<long long>(I), static_cast<long long>(K),
               static_cast<long long>(H));
   const WeightKind kinds[3] = {WeightKind::kBf16, WeightKind::kMxfp8, WeightKind::kNvfp4};
-  std::printf("%5s | %10s | %10s %6s | %10s %6s\n", "batch", "bf16 us", "MXFP8 us", "x bf16",
-              "NVFP4 us", "x bf16");
+  std::printf("%5s | %10s | %10s %6s | %10s %6s | %26s | %35s\n", "batch", "bf16 us", "MXFP8 us",
+              "x bf16", "NVFP4 us", "x bf16", "MX former/no pf/dn4 us",
+              "NV former/no pf/dn4/bf16 form us");
   const int kRoutings = 16;
   for (const int64_t rows : {int64_t{1}, int64_t{8}}) {
     std::mt19937 rng(static_cast<uint32_t>(rows));
@@ -309,7 +386,8 @@ void MoeDecode() {
     d.inter = I;
     d.hidden = H;
     d.topk = K;
-    double ms[3];
+    double ms[3], alt[3][4] = {};
+    const Variant variants[4] = {kFormer, kNoPrefetch, kDownTiles4, kBf16Form};
     for (int f = 0; f < 3; ++f) {
       // One layer's experts in this format at a time (bf16: 14.5 GB).
       const Weight gu(kinds[f], E * 2 * I, H, 10 + f), dn(kinds[f], E * H, I, 20 + f);
@@ -317,17 +395,26 @@ void MoeDecode() {
           std::max(kc::MoeExpertsWorkspaceBytes(rows, d),
                    kc::MoeExpertsScaledWorkspaceBytes(rows, d, kinds[f], kinds[f]));
       Buffer ws(ws_bytes);
-      ms[f] = TimeGraph(
-          [&](int i) {
-            const int64_t off = (i % kRoutings) * rows * K;
-            kc::MoeGroupedExpertsScaled(g_blas, x.as<bf16>(), rows, dids.as<int32_t>() + off,
-                                        wts.as<float>() + off, kc::ElemType::kF32, gu.rows(),
-                                        dn.rows(), d, out.as<bf16>(), g_stream, {ws.p, ws.n});
-          },
-          g_quick ? 16 : 32, g_quick ? 5 : 11);
+      auto time = [&] {
+        return TimeGraph(
+            [&](int i) {
+              const int64_t off = (i % kRoutings) * rows * K;
+              kc::MoeGroupedExpertsScaled(g_blas, x.as<bf16>(), rows, dids.as<int32_t>() + off,
+                                          wts.as<float>() + off, kc::ElemType::kF32, gu.rows(),
+                                          dn.rows(), d, out.as<bf16>(), g_stream, {ws.p, ws.n});
+            },
+            g_quick ? 16 : 32, g_quick ? 5 : 11);
+      };
+      ms[f] = Under(kDefault, time);
+      if (f > 0)
+        for (int v = 0; v < (f == 2 ? 4 : 3); ++v) alt[f][v] = Under(variants[v], time);
     }
-    std::printf("%5lld | %10.1f | %10.1f %5.2fx | %10.1f %5.2fx\n", static_cast<long long>(rows),
-                ms[0] * 1e3, ms[1] * 1e3, ms[0] / ms[1], ms[2] * 1e3, ms[0] / ms[2]);
+    std::printf(
+        "%5lld | %10.1f | %10.1f %5.2fx | %10.1f %5.2fx | %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f "
+        "%8.1f\n",
+        static_cast<long long>(rows), ms[0] * 1e3, ms[1] * 1e3, ms[0] / ms[1], ms[2] * 1e3,
+        ms[0] / ms[2], alt[1][0] * 1e3, alt[1][1] * 1e3, alt[1][2] * 1e3, alt[2][0] * 1e3,
+        alt[2][1] * 1e3, alt[2][2] * 1e3, alt[2][3] * 1e3);
   }
 }
 
