@@ -77,10 +77,12 @@ inline bool NvHalfForm() {
 }
 
 // Whether the weight-streaming kernels prefetch their weights into L2 two rounds ahead (TileMma's
-// prefetch; M3_BLOCK_SCALED_PREFETCH=0 turns it off, for benchmarks). Read at each launch.
+// prefetch; M3_BLOCK_SCALED_PREFETCH=1 turns it on, for benchmarks). Off: on an H200
+// (2026-11-28) it slowed every GEMV and MoE case measured (NVFP4 qkv at batch 8: 38.0 against
+// 32.4 us without). Read at each launch.
 inline bool ScaledPrefetch() {
   const char* v = std::getenv("M3_BLOCK_SCALED_PREFETCH");
-  return v == nullptr || v[0] != '0';
+  return v != nullptr && v[0] == '1';
 }
 
 #ifdef __CUDACC__

@@ -331,9 +331,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// Gate / up tile pairs per gate_up block (M3_MOE_SCALED_GATEUP_PAIRS=1|2 overrides; 1: the former
-// geometry).
-constexpr int kGateUpPairs = 2;
+// Gate / up tile pairs per gate_up block (M3_MOE_SCALED_GATEUP_PAIRS=1|2 overrides). 1: with 2
+// pairs, 2 down tiles and the L2 prefetch one MoE layer's decode took 220 / 1148 us (MXFP8, batch
+// 1 / 8) against 102.5 / 621 us in this geometry (H200, 2026-11-28).
+constexpr int kGateUpPairs = 1;
 int GateUpPairs() {
   const char* v = std::getenv("M3_MOE_SCALED_GATEUP_PAIRS");
   if (v == nullptr) return kGateUpPairs;
@@ -341,8 +342,8 @@ int GateUpPairs() {
   return p == 1 || p == 2 ? p : kGateUpPairs;
 }
 
-// Down tiles per block (M3_MOE_SCALED_DOWN_TILES=1|2|4 overrides; 1: the former geometry).
-constexpr int kDownTiles = 2;
+// Down tiles per block (M3_MOE_SCALED_DOWN_TILES=1|2|4 overrides; 1, measured as above).
+constexpr int kDownTiles = 1;
 int DownTiles() {
   const char* v = std::getenv("M3_MOE_SCALED_DOWN_TILES");
   if (v == nullptr) return kDownTiles;
@@ -383,10 +384,13 @@ bool MoeExpertGemvScaledFits(int64_t picks, const MoeGemvDims& d) {
 }
 
 namespace {
-// Whether NVFP4 experts take the f16 form (NvHalfForm; MXFP8 and bf16 have only the bf16 one).
+// Whether NVFP4 experts take the f16 form (MXFP8 and bf16 have only the bf16 one): only with
+// M3_MOE_NVFP4_HALF=1. The bf16 form in the single-tile geometry is the fastest measured (129.4
+// us at batch 1 on an H200, 2026-11-28); the f16 form there is not measured yet.
 template <WeightKind F>
 bool HalfFormOf() {
-  return F == WeightKind::kNvfp4 && NvHalfForm();
+  const char* v = std::getenv("M3_MOE_NVFP4_HALF");
+  return F == WeightKind::kNvfp4 && v != nullptr && v[0] == '1';
 }
 
 template <WeightKind F, int P>
