@@ -40,12 +40,7 @@ OUTPUT="${OUTPUT:-1024}"
 GPUS=2
 mkdir -p "$OUT"
 step() { echo "== $* ($(date +%T))"; }
-nccl_dir() {
-  local d
-  d="$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)"
-  [ -f "$d/libnccl.so.2" ] || d="$(dirname "$(find /usr/local /usr/lib /opt -name libnccl.so.2 2>/dev/null | head -1)")"
-  echo "$d"
-}
+. scripts/device/nccl_dir.sh
 case "$FORMAT" in bf16 | mxfp8 | nvfp4 | mixed) ;; *)
   echo "FORMAT must be bf16, mxfp8, nvfp4 or mixed, not '$FORMAT'" >&2
   exit 2

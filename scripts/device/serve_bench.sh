@@ -25,12 +25,7 @@ OUTPUT="${4:-64}"
 mkdir -p "$OUT"
 # The directory holding libnccl.so.2 (PyTorch's nvidia-nccl wheel, or a CUDA / system install),
 # for LD_LIBRARY_PATH: the engine loads NCCL at run time.
-nccl_dir() {
-  local d
-  d="$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)"
-  [ -f "$d/libnccl.so.2" ] || d="$(dirname "$(find /usr/local /usr/lib /opt -name libnccl.so.2 2>/dev/null | head -1)")"
-  echo "$d"
-}
+. scripts/device/nccl_dir.sh
 step() { echo "== $* ($(date +%T))"; }
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1

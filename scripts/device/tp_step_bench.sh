@@ -33,12 +33,7 @@ OUT="${OUT:-/tmp/tp_step_bench_out}"
 GPU_BUNDLE="${GPU_BUNDLE:-build-device/gpu-bundle.tar.xz}"
 STEPS="${STEPS:-1 2 3}"
 mkdir -p "$OUT"
-nccl_dir() {
-  local d
-  d="$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)"
-  [ -f "$d/libnccl.so.2" ] || d="$(dirname "$(find /usr/local /usr/lib /opt -name libnccl.so.2 2>/dev/null | head -1)")"
-  echo "$d"
-}
+. scripts/device/nccl_dir.sh
 step() { echo "== $* ($(date +%T))"; }
 export NCCL_NVLS_ENABLE=0
 {
