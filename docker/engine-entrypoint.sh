@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The engine container's entrypoint: `m3-engine serve` configured from the environment.
 #   M3_MODEL_DIR          model directory inside the container (default /models/model)
-#   M3_ENGINE_PORT        gRPC port (default 50051), bound on all interfaces
+#   M3_ENGINE_PORT        gRPC port (default 50051), bound on all interfaces (--host 0.0.0.0:
+#                         the gateway is another container)
 #   M3_DEVICE             cpu, cuda or cuda:N (default cuda)
 #   M3_SERVED_MODEL_NAME  the model name the engine reports (default: the directory's name)
+#   M3_ENGINE_API_KEY     when set, every gRPC call needs it (read by m3-engine itself)
 #   M3_ENGINE_ARGS        further `m3-engine serve` options, split on spaces
 #                         (e.g. "--max-num-seqs 128 --gpu-memory-fraction 0.8")
 # Arguments given to the container are appended.

@@ -2,6 +2,7 @@
 // the KV cache is sized from the memory left after the weights (--gpu-memory-fraction).
 #include "engine/cli/serve_command.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "engine/cli/arg_parser.h"
@@ -17,11 +18,26 @@ namespace m3::engine::cli {
 int RunServe(const std::vector<std::string>& args) {
   server::InstallShutdownHandlers();
   ArgParser p;
-  for (const char* o :
-       {"model", "port", "host", "device", "max-num-seqs", "max-batched-tokens", "kv-pages",
-        "kv-memory", "page-size", "max-prefill-chunk", "max-waiting", "encoder-cache-mb",
-        "max-message-mb", "served-model-name", "gpu-memory-fraction", "cuda-graphs",
-        "tensor-parallel", "expert-parallel", "index-key-cache"})
+  for (const char* o : {"model",
+                        "port",
+                        "host",
+                        "device",
+                        "max-num-seqs",
+                        "max-batched-tokens",
+                        "kv-pages",
+                        "kv-memory",
+                        "page-size",
+                        "max-prefill-chunk",
+                        "max-waiting",
+                        "encoder-cache-mb",
+                        "max-message-mb",
+                        "served-model-name",
+                        "gpu-memory-fraction",
+                        "cuda-graphs",
+                        "tensor-parallel",
+                        "expert-parallel",
+                        "index-key-cache",
+                        "api-key"})
     p.AddOption(o);
   p.AddOption("load-format");
   p.AddOption("all-reduce");
@@ -50,12 +66,26 @@ int RunServe(const std::vector<std::string>& args) {
   cfg.generation = LoadGenerationConfig(model_dir);
 
   server::ServerOptions so;
-  so.address = p.Get("host").value_or("0.0.0.0") + ":" + std::to_string(port);
+  // Loopback unless --host says otherwise: an engine has no authentication of its own unless
+  // given a key, and only the gateway should reach it.
+  const std::string host = p.Get("host").value_or("127.0.0.1");
+  Require(!host.empty(), ErrorCode::kInvalidArgument, "--host is empty");
+  so.address =
+      (host.find(':') != std::string::npos && host.front() != '[' ? "[" + host + "]" : host) + ":" +
+      std::to_string(port);
+  // The key from the environment keeps it out of `ps`; --api-key wins when both are given.
+  if (p.Has("api-key")) {
+    so.api_key = *p.Get("api-key");
+    Require(!so.api_key.empty(), ErrorCode::kInvalidArgument, "--api-key is empty");
+  } else if (const char* env = std::getenv("M3_ENGINE_API_KEY")) {
+    so.api_key = env;
+  }
   so.model_name = p.Get("served-model-name")
                       .value_or(std::filesystem::path(model_dir).lexically_normal().filename());
   if (so.model_name.empty())
     so.model_name = std::filesystem::path(model_dir).lexically_normal().parent_path().filename();
-  so.max_message_bytes = p.IntIn("max-message-mb", 1024, 1, 2047) << 20;
+  // Unset: sized from the model's largest legal request once it is loaded (message_limit.h).
+  so.max_message_bytes = p.IntIn("max-message-mb", 0, 0, 2047) << 20;
 
   RunnerOptions ro;
   ro.device = p.Get("device").value_or("cpu");

@@ -13,6 +13,7 @@
 #include <cstdio>
 
 #include "engine/server/engine_service.h"
+#include "engine/server/message_limit.h"
 #include "shared/error.h"
 #include "shared/log.h"
 
@@ -50,14 +51,20 @@ void InstallShutdownHandlers() {
 }
 
 int RunServer(EngineCore& core, const ServerOptions& options) {
-  EngineService service(core, {options.model_name, options.max_message_bytes});
+  const int64_t max_message_bytes = options.max_message_bytes > 0
+                                        ? options.max_message_bytes
+                                        : MaxRequestBytes(core.info(), core.max_prompt_tokens());
+  EngineService service(core, {options.model_name, max_message_bytes, options.api_key});
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
-  const int limit = static_cast<int>(std::min<int64_t>(options.max_message_bytes, INT_MAX));
+  const int limit = static_cast<int>(std::min<int64_t>(max_message_bytes, INT_MAX));
   builder.SetMaxReceiveMessageSize(limit);
   builder.SetMaxSendMessageSize(limit);
+  // gRPC sets SO_REUSEPORT by default: a second engine on a port another one holds would then
+  // start and take half its connections. Without it the bind fails and the engine exits.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Keepalive pings find a client that vanished without closing its connection, so its
   // streams are cancelled (and their pages freed) within about half a minute.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
@@ -66,8 +73,12 @@ int RunServer(EngineCore& core, const ServerOptions& options) {
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   Require(server != nullptr && port > 0, ErrorCode::kUnavailable,
-          "cannot listen on " + options.address);
-  Log(LogLevel::kInfo, "m3-engine: serving ", options.model_name, " on port ", port);
+          "cannot listen on " + options.address +
+              ": the port is held by another process (another engine?) or the host is not an "
+              "address of this machine");
+  Log(LogLevel::kInfo, "m3-engine: serving ", options.model_name, " on ", options.address,
+      " (port ", port, "), message limit ", max_message_bytes, " bytes",
+      options.api_key.empty() ? "" : ", API key required");
   // The tests and scripts wait for this line on stdout.
   std::printf("m3-engine: listening on port %d\n", port);
   std::fflush(stdout);

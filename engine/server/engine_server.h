@@ -1,5 +1,6 @@
-// EngineServer: the gRPC server process around an EngineCore: listens, raises the message
-// limits to what long videos need, and shuts down gracefully on SIGTERM / SIGINT (stop
+// EngineServer: the gRPC server process around an EngineCore: listens (alone on its port:
+// no SO_REUSEPORT), sizes the message limit from the model's largest legal request, checks
+// the optional API key on every RPC, and shuts down gracefully on SIGTERM / SIGINT (stop
 // admitting, let running streams finish, exit; a second signal stops at once).
 #pragma once
 
@@ -12,10 +13,11 @@
 namespace m3::engine::server {
 
 struct ServerOptions {
-  std::string address = "0.0.0.0:8000";
+  std::string address = "127.0.0.1:8000";
   std::string model_name;
-  int64_t max_message_bytes = int64_t{1} << 30;
-  int drain_timeout_s = 600;  // longest wait for running streams after SIGTERM
+  int64_t max_message_bytes = 0;  // 0: MaxRequestBytes of the model (message_limit.h)
+  std::string api_key;            // empty: no authentication
+  int drain_timeout_s = 600;      // longest wait for running streams after SIGTERM
 };
 
 // Installs the SIGTERM / SIGINT handlers (they only note the signal, whichever thread takes

@@ -1,9 +1,27 @@
 // EngineService: the unary RPCs (Abort, Health, ModelInfo) and the Generate entry point.
 #include "engine/server/engine_service.h"
 
+#include "engine/server/api_key_check.h"
 #include "engine/server/generate_reactor.h"
 
 namespace m3::engine::server {
+namespace {
+
+// A Generate stream refused before it starts (no API key): finishes at once.
+class RefusedGenerate final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  explicit RefusedGenerate(grpc::Status status) { Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
+// The unary reactor finished with `status`.
+grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context, grpc::Status status) {
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(std::move(status));
+  return reactor;
+}
+
+}  // namespace
 
 grpc::StatusCode GrpcCode(ErrorCode code) {
   switch (code) {
@@ -31,12 +49,16 @@ grpc::StatusCode GrpcCode(ErrorCode code) {
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* EngineService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  if (grpc::Status auth = CheckApiKey(*context, info_.api_key); !auth.ok())
+    return new RefusedGenerate(std::move(auth));
   return new GenerateReactor(core_, *request);
 }
 
 grpc::ServerUnaryReactor* EngineService::Abort(grpc::CallbackServerContext* context,
                                                const v1::AbortRequest* request,
                                                v1::AbortResponse* response) {
+  if (grpc::Status auth = CheckApiKey(*context, info_.api_key); !auth.ok())
+    return Refuse(context, std::move(auth));
   response->set_found(core_.Abort(request->request_id()));
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
@@ -46,6 +68,8 @@ grpc::ServerUnaryReactor* EngineService::Abort(grpc::CallbackServerContext* cont
 grpc::ServerUnaryReactor* EngineService::Health(grpc::CallbackServerContext* context,
                                                 const v1::HealthRequest* request,
                                                 v1::HealthResponse* response) {
+  if (grpc::Status auth = CheckApiKey(*context, info_.api_key); !auth.ok())
+    return Refuse(context, std::move(auth));
   const EngineStats s = core_.Stats();
   response->set_status(s.accepting ? v1::HealthResponse::STATUS_SERVING
                                    : v1::HealthResponse::STATUS_NOT_SERVING);
@@ -69,6 +93,8 @@ grpc::ServerUnaryReactor* EngineService::Health(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* EngineService::ModelInfo(grpc::CallbackServerContext* context,
                                                    const v1::ModelInfoRequest* request,
                                                    v1::ModelInfoResponse* r) {
+  if (grpc::Status auth = CheckApiKey(*context, info_.api_key); !auth.ok())
+    return Refuse(context, std::move(auth));
   const RunnerInfo& i = core_.info();
   const EngineConfig& c = core_.config();
   r->set_model(info_.model_name);

@@ -99,6 +99,10 @@ EngineRequest FromProto(const v1::GenerateRequest& in, EngineCore& core) {
   if (s.has_seed()) q.seed = s.seed();
   q.max_tokens = s.max_tokens();
   q.min_tokens = s.min_tokens();
+  // More than the vocabulary must repeat ids; the bound keeps the message limit finite.
+  Require(s.stop_token_ids_size() <= info.vocab_size, ErrorCode::kInvalidArgument,
+          "sampling.stop_token_ids has " + std::to_string(s.stop_token_ids_size()) +
+              " ids; at most the vocabulary size (" + std::to_string(info.vocab_size) + ")");
   q.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   q.ignore_eos = s.ignore_eos();
   Require(s.logprobs() >= 0, ErrorCode::kInvalidArgument, "sampling.logprobs must be >= 0");

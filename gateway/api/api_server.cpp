@@ -75,6 +75,30 @@ bool KeyMatches(std::string_view given, const std::vector<std::string>& keys) {
   return match;
 }
 
+struct KeyCheck {
+  bool sent = false;   // a bearer token or x-api-key came with the request
+  bool valid = false;  // it is one of the configured keys
+};
+
+// Either header may carry the key (OpenAI clients send a bearer token, Anthropic's send
+// x-api-key); one that is sent must be valid.
+KeyCheck CheckKey(const ServingContext& ctx, const net::HttpRequest& head) {
+  const std::string_view auth = head[http::field::authorization];
+  const auto x_api_key = head.find("x-api-key");
+  // RFC 9110 11.1: the auth scheme is case-insensitive ("bearer KEY" is as good as "Bearer").
+  constexpr std::string_view kBearer = "bearer ";
+  const bool bearer = auth.size() > kBearer.size() &&
+                      std::equal(kBearer.begin(), kBearer.end(), auth.begin(), [](char a, char b) {
+                        return a == std::tolower(static_cast<unsigned char>(b));
+                      });
+  KeyCheck check;
+  check.sent = bearer || x_api_key != head.end();
+  check.valid = x_api_key != head.end()
+                    ? KeyMatches(x_api_key->value(), ctx.options().api_keys)
+                    : bearer && KeyMatches(auth.substr(kBearer.size()), ctx.options().api_keys);
+  return check;
+}
+
 // Paths of the Anthropic Messages API, whose refusals use Anthropic's error shape.
 ErrorStyle StyleOf(std::string_view path) {
   constexpr std::string_view kMessages = "/v1/messages";
@@ -103,23 +127,13 @@ std::optional<net::HttpResponse> Refusal(const ServingContext& ctx, const net::H
     return res;
   }
   if (route->authenticated && !ctx.options().api_keys.empty()) {
-    // Either header may carry the key (OpenAI clients send a bearer token, Anthropic's send
-    // x-api-key); one that is sent must be valid.
-    const std::string_view auth = head[http::field::authorization];
-    const auto x_api_key = head.find("x-api-key");
-    constexpr std::string_view kBearer = "Bearer ";
-    const bool bearer = auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer;
-    const bool sent = bearer || x_api_key != head.end();
-    const bool valid =
-        x_api_key != head.end()
-            ? KeyMatches(x_api_key->value(), ctx.options().api_keys)
-            : bearer && KeyMatches(auth.substr(kBearer.size()), ctx.options().api_keys);
-    if (!valid) {
+    const KeyCheck key = CheckKey(ctx, head);
+    if (!key.valid) {
       net::HttpResponse res = ErrorResponse(
           style, 401,
-          sent ? "the API key is not valid"
-               : "an API key is required: send it as 'Authorization: Bearer <key>' or "
-                 "'x-api-key: <key>'",
+          key.sent ? "the API key is not valid"
+                   : "an API key is required: send it as 'Authorization: Bearer <key>' or "
+                     "'x-api-key: <key>'",
           "invalid_api_key");
       res.set(http::field::www_authenticate, "Bearer");
       return res;
@@ -207,7 +221,11 @@ void ApiServer::Handle(net::HttpRequest&& request, std::shared_ptr<net::HttpExch
       case Route::kHealth:
         return HandleHealth(*exchange);
       case Route::kReady:
-        return HandleReady(ctx, *exchange);
+        // Engine addresses and their errors only to callers with a key (when keys are
+        // configured) or where --ready-details says the network is trusted.
+        return HandleReady(ctx, *exchange,
+                           ctx.options().ready_details ||
+                               (!ctx.options().api_keys.empty() && CheckKey(ctx, request).valid));
       case Route::kMetrics:
         return HandleMetrics(ctx, *exchange);
     }

@@ -34,6 +34,7 @@ void Run(const ServingContext& ctx, const std::string& body,
         openai::CompletionOutputOptions(req, ctx.eos_token_ids()), req.stream.stream,
         req.stream.include_usage, req.sampling.logprobs);
     job.sampling = req.sampling;
+    job.prompt_param = "prompt";
     job.arrival = arrival;
     job.admission = std::move(admission);
     LaunchGeneration(ctx, exchange, std::move(job));

@@ -35,8 +35,8 @@ void AdmitAndDispatch(const ServingContext& ctx, net::HttpRequest&& request,
 
 void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchange> exchange,
                       GenerationJob job) {
-  const int64_t max_tokens =
-      openai::ResolveMaxTokens(job.sampling, job.prompt_ids.size(), ctx.max_model_len());
+  const int64_t max_tokens = openai::ResolveMaxTokens(job.sampling, job.prompt_ids.size(),
+                                                      ctx.max_model_len(), job.prompt_param);
   std::vector<engine_client::EngineMedia> media;
   if (job.media) {
     for (const media::PreprocessedMedia& item : job.media->items) {

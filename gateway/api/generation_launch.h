@@ -28,6 +28,8 @@ struct GenerationJob {
   std::unique_ptr<openai::ResponseFormatter> formatter;
   std::chrono::steady_clock::time_point arrival;
   std::shared_ptr<void> admission;  // released when the response is done
+  // The body field a context-length error names ("prompt" on /v1/completions).
+  std::string prompt_param = "messages";
 };
 
 // The first step of a chat or text completion request: admission (429 when too many are in

@@ -14,24 +14,39 @@ void HandleHealth(net::HttpExchange& exchange) {
   exchange.Respond(net::JsonResponse(200, R"({"status":"ok"})"));
 }
 
-void HandleReady(const ServingContext& ctx, net::HttpExchange& exchange) {
+void HandleReady(const ServingContext& ctx, net::HttpExchange& exchange, bool details) {
   nlohmann::json engines = nlohmann::json::array();
   std::string states;
-  for (const auto& e : ctx.router().endpoints()) {
+  const auto& endpoints = ctx.router().endpoints();
+  int64_t healthy = 0;
+  for (const auto& e : endpoints) {
     const std::string state(engine_client::EndpointStateName(e->state()));
-    engines.push_back(
-        {{"address", e->address()}, {"state", state}, {"outstanding", e->outstanding()}});
-    if (!states.empty()) states += ", ";
-    states += e->address() + " " + state;
-    if (!e->healthy() && !e->last_error().empty()) states += " (" + e->last_error() + ")";
+    healthy += e->healthy() ? 1 : 0;
+    nlohmann::json entry = {{"state", state}, {"healthy", e->healthy()}};
+    if (details) {
+      entry["address"] = e->address();
+      entry["outstanding"] = e->outstanding();
+      if (!states.empty()) states += ", ";
+      states += e->address() + " " + state;
+      if (!e->healthy() && !e->last_error().empty()) states += " (" + e->last_error() + ")";
+    }
+    engines.push_back(std::move(entry));
   }
   if (ctx.router().healthy_count() > 0) {
-    const nlohmann::json body = {{"status", "ready"}, {"engines", std::move(engines)}};
+    const nlohmann::json body = {{"status", "ready"},
+                                 {"healthy_engines", healthy},
+                                 {"total_engines", endpoints.size()},
+                                 {"engines", std::move(engines)}};
     return exchange.Respond(net::JsonResponse(
         200, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
   }
   exchange.Respond(
-      ErrorResponse(503, "no engine can serve requests: " + states, "no_engine_available"));
+      ErrorResponse(503,
+                    "no engine can serve requests: " +
+                        (details ? states
+                                 : std::to_string(healthy) + " of " +
+                                       std::to_string(endpoints.size()) + " engines healthy"),
+                    "no_engine_available"));
 }
 
 void HandleMetrics(const ServingContext& ctx, net::HttpExchange& exchange) {

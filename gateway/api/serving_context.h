@@ -32,6 +32,9 @@ struct ApiOptions {
   std::string model_dir;
   std::string served_model_name;      // empty: the model directory's name
   std::vector<std::string> api_keys;  // empty: no authentication
+  // /ready shows every caller the engines' addresses and errors (--ready-details); otherwise
+  // only callers with a valid API key see them, the rest counts and states.
+  bool ready_details = false;
   openai::ApiLimits limits;
   // Generation requests admitted at once (parsing, media, prompt, engine); more get 429.
   int64_t max_concurrent_requests = 1024;

@@ -82,6 +82,8 @@ struct ServeArgs {
   std::vector<std::string> engines;
   std::string served_model_name;
   std::vector<std::string> api_keys;
+  std::string engine_api_key;  // sent to the engines (m3-engine serve --api-key)
+  bool ready_details = false;
   int64_t max_media_items = 32;
   int64_t max_concurrent_requests = 1024;
   int64_t health_interval_ms = 1000;
@@ -142,6 +144,7 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   options.model_dir = a.model_dir;
   options.served_model_name = a.served_model_name;
   options.api_keys = a.api_keys;
+  options.ready_details = a.ready_details;
   for (const std::string& key : options.api_keys) {
     Require(!key.empty(), ErrorCode::kInvalidArgument, "an --api-key is empty");
   }
@@ -162,6 +165,7 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   router_options.health_interval = std::chrono::milliseconds(a.health_interval_ms);
   router_options.endpoint.probe_timeout = std::chrono::milliseconds(a.probe_timeout_ms);
   router_options.routing = *engine_client::ParseRoutingPolicy(a.routing);  // checked by the flag
+  router_options.endpoint.api_key = a.engine_api_key;
   router_options.endpoint.max_message_bytes =
       std::max<int64_t>(a.limits.max_output_bytes + (16 << 20), int64_t{64} << 20);
   // The tokenizer's vocabulary (added tokens included) is checked against each engine's
@@ -267,6 +271,13 @@ int RunServe(int argc, char** argv) {
                  "accepted API key, sent as 'Authorization: Bearer KEY' (repeatable; none: no "
                  "authentication)")
       ->envname("M3_API_KEY");
+  app.add_option("--engine-api-key", a.engine_api_key,
+                 "the engines' shared key (m3-engine serve --api-key), sent on every engine RPC as "
+                 "'authorization: Bearer KEY'; the environment variable keeps it out of ps")
+      ->envname("M3_ENGINE_API_KEY");
+  app.add_flag("--ready-details", a.ready_details,
+               "/ready shows every caller the engines' addresses, loads and errors (default: only "
+               "callers with an --api-key; others see states and counts)");
   app.add_option("--max-images-per-request", a.max_media_items,
                  "image and video parts per chat request (more: 413)")
       ->capture_default_str()

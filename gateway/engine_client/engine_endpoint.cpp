@@ -9,6 +9,14 @@ namespace m3::engine_client {
 
 namespace v1 = engine::v1;
 
+namespace {
+
+void Authorize(grpc::ClientContext& context, const std::string& api_key) {
+  if (!api_key.empty()) context.AddMetadata("authorization", "Bearer " + api_key);
+}
+
+}  // namespace
+
 std::string_view EndpointStateName(EndpointState state) {
   switch (state) {
     case EndpointState::kUnknown:
@@ -100,6 +108,7 @@ EndpointState EngineEndpoint::Connect() {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + options_.probe_timeout);
   context.set_wait_for_ready(true);  // the engine may still be binding its port
+  Authorize(context, options_.api_key);
   v1::ModelInfoResponse info;
   const grpc::Status status = stub_->ModelInfo(&context, v1::ModelInfoRequest(), &info);
   OnModelInfo(status, info);
@@ -115,6 +124,7 @@ void EngineEndpoint::Probe() {
   }
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + options_.probe_timeout);
+  Authorize(context, options_.api_key);
   if (!verified) {
     v1::ModelInfoResponse info;
     const grpc::Status status = stub_->ModelInfo(&context, v1::ModelInfoRequest(), &info);
@@ -155,7 +165,9 @@ std::shared_ptr<GenerateCall> EngineEndpoint::Generate(const v1::GenerateRequest
     }
     if (on_done) on_done(status);
   };
-  return GenerateCall::Start(*stub_, request, std::move(callbacks), live_calls_);
+  return GenerateCall::Start(
+      *stub_, request, std::move(callbacks), live_calls_,
+      options_.api_key.empty() ? std::string() : "Bearer " + options_.api_key);
 }
 
 }  // namespace m3::engine_client

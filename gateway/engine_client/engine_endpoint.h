@@ -23,6 +23,7 @@ struct EndpointOptions {
   std::chrono::milliseconds probe_timeout{1000};
   int failures_to_eject = 2;  // consecutive failed probes (or failed calls) before ejection
   int64_t max_message_bytes = int64_t{1} << 30;
+  std::string api_key;  // the engines' shared key (m3-engine serve --api-key); empty: none
 };
 
 enum class EndpointState {

@@ -40,8 +40,10 @@ size_t LiveCalls::size() const {
 std::shared_ptr<GenerateCall> GenerateCall::Start(engine::v1::Engine::Stub& stub,
                                                   const engine::v1::GenerateRequest& request,
                                                   Callbacks callbacks,
-                                                  std::shared_ptr<LiveCalls> live) {
+                                                  std::shared_ptr<LiveCalls> live,
+                                                  const std::string& authorization) {
   std::shared_ptr<GenerateCall> call(new GenerateCall(std::move(callbacks), std::move(live)));
+  if (!authorization.empty()) call->context_->AddMetadata("authorization", authorization);
   call->request_ = request;
   call->self_ = call;
   call->live_->Add(call);

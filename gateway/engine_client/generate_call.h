@@ -53,9 +53,11 @@ class GenerateCall : public grpc::ClientReadReactor<engine::v1::GenerateResponse
 
   // Starts the call. The returned handle may be dropped at any time: the call keeps itself
   // alive until on_done has run. `live`: the channel owner's registry of calls.
+  // `authorization`: the "authorization" metadata value to send (empty: none).
   static std::shared_ptr<GenerateCall> Start(engine::v1::Engine::Stub& stub,
                                              const engine::v1::GenerateRequest& request,
-                                             Callbacks callbacks, std::shared_ptr<LiveCalls> live);
+                                             Callbacks callbacks, std::shared_ptr<LiveCalls> live,
+                                             const std::string& authorization = {});
 
   // Idempotent; safe from any thread, also after the call has ended.
   void Cancel();

@@ -140,14 +140,14 @@ SamplingRequest ParseSampling(const FieldReader& body, Endpoint endpoint, const 
 }
 
 int64_t ResolveMaxTokens(const SamplingRequest& sampling, size_t prompt_tokens,
-                         int64_t max_model_len) {
+                         int64_t max_model_len, const std::string& prompt_param) {
   const int64_t prompt = static_cast<int64_t>(prompt_tokens);
   if (max_model_len > 0 && prompt >= max_model_len) {
     throw RequestError(ErrorCode::kInvalidArgument,
                        "the prompt is " + std::to_string(prompt) +
                            " tokens, which leaves no room in the model's context of " +
                            std::to_string(max_model_len) + " tokens",
-                       "messages", "context_length_exceeded");
+                       prompt_param, "context_length_exceeded");
   }
   if (!sampling.max_tokens) {
     if (max_model_len <= 0) {

@@ -47,7 +47,9 @@ SamplingRequest ParseSampling(const FieldReader& body, Endpoint endpoint, const 
 // The completion budget once the prompt length is known: the request's max_tokens, or all the
 // context that is left. Throws RequestError (400, "context_length_exceeded") when the prompt
 // plus max_tokens do not fit (max_model_len 0: no check, and an unset max_tokens needs it).
+// `prompt_param`: the field a prompt too long for the context is blamed on ("messages" for
+// chat, "prompt" for text completions).
 int64_t ResolveMaxTokens(const SamplingRequest& sampling, size_t prompt_tokens,
-                         int64_t max_model_len);
+                         int64_t max_model_len, const std::string& prompt_param = "messages");
 
 }  // namespace m3::openai

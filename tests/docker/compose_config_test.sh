@@ -15,7 +15,8 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK" || exit 1
 env_clean=(env -u M3_MODEL_DIR -u M3_GATEWAY_PORT -u M3_ENGINE_PORT -u M3_ENGINE_ADDR -u M3_DEVICE
-  -u M3_API_KEY -u M3_SERVED_MODEL_NAME -u M3_ALLOW_MEDIA_HOSTS -u M3_ENGINE_ARGS -u M3_GATEWAY_ARGS)
+  -u M3_API_KEY -u M3_SERVED_MODEL_NAME -u M3_ALLOW_MEDIA_HOSTS -u M3_ENGINE_ARGS -u M3_GATEWAY_ARGS
+  -u M3_ENGINE_API_KEY)
 
 if ! "${env_clean[@]}" "$COMPOSE" -f "$FILE" config >"$WORK/default.yml" 2>"$WORK/err"; then
   cat "$WORK/err" >&2
@@ -34,7 +35,7 @@ grep -q "GET /ready" "$WORK/default.yml" || problem "the gateway health check do
 
 # Configuration by environment.
 M3_MODEL_DIR=/srv/models/m3 M3_GATEWAY_PORT=18080 M3_ENGINE_ADDR=gpu-a:7000,gpu-b:7000 \
-  M3_API_KEY=sekrit M3_DEVICE=cuda:1 "$COMPOSE" -f "$FILE" config >"$WORK/env.yml" 2>"$WORK/err" ||
+  M3_API_KEY=sekrit M3_DEVICE=cuda:1 M3_ENGINE_API_KEY=enginekey "$COMPOSE" -f "$FILE" config >"$WORK/env.yml" 2>"$WORK/err" ||
   { cat "$WORK/err" >&2; problem "docker-compose config fails with the environment set"; }
 grep -q "/srv/models/m3:/models/model:ro" "$WORK/env.yml" || problem "M3_MODEL_DIR is not the volume"
 grep -q "published: 18080" "$WORK/env.yml" || problem "M3_GATEWAY_PORT is not the published port"
@@ -42,6 +43,8 @@ grep -q "M3_ENGINES: gpu-a:7000,gpu-b:7000" "$WORK/env.yml" ||
   problem "M3_ENGINE_ADDR does not reach the gateway"
 grep -q "M3_API_KEY: sekrit" "$WORK/env.yml" || problem "M3_API_KEY does not reach the gateway"
 grep -q "M3_DEVICE: cuda:1" "$WORK/env.yml" || problem "M3_DEVICE does not reach the engine"
+[ "$(grep -c "M3_ENGINE_API_KEY: enginekey" "$WORK/env.yml")" = 2 ] ||
+  problem "M3_ENGINE_API_KEY does not reach both the engine and the gateway"
 
 # The images' build inputs: each COPY source (outside --from stages) exists in the repository.
 for df in "$ROOT"/docker/*.Dockerfile; do
