@@ -20,9 +20,9 @@ ServerProcess::ServerProcess(const std::string& model, const std::vector<std::st
                              int port) {
   signal(SIGPIPE, SIG_IGN);
   log_path_ = TempDir() + "/server.log";
-  std::vector<std::string> argv = {
-      BinPath("m3-engine"), "serve",  "--model",  DataPath(model), "--port",
-      std::to_string(port), "--host", "127.0.0.1"};
+  // No --host: engines listen on loopback by default (listen_test checks that they do).
+  std::vector<std::string> argv = {BinPath("m3-engine"), "serve",  "--model",
+                                   DataPath(model),      "--port", std::to_string(port)};
   argv.insert(argv.end(), args.begin(), args.end());
   int out[2];
   if (pipe2(out, O_CLOEXEC)) throw std::runtime_error("pipe failed");
