@@ -97,8 +97,8 @@ std::string ValidUtf8(std::string_view s) {
 
 nlohmann::json OpenAiErrorBody(int http_status, std::string_view message,
                                std::optional<std::string> param, std::string_view code) {
-  // 429 (server_busy: the body-memory budget is spent) is no malformed request: OpenAI's error
-  // guide documents 429 as rate limiting (code rate_limit_exceeded) and its SDKs raise it as
+  // 429 (server_busy: a queue or the body-memory budget is full) is no malformed request: OpenAI's
+  // error guide documents 429 as rate limiting (code rate_limit_exceeded) and its SDKs raise it as
   // RateLimitError, so it takes the type of the API's other 429s (openai/request_error.cpp).
   std::string_view type = http_status >= 500   ? "server_error"
                           : http_status == 429 ? "rate_limit_error"

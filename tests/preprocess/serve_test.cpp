@@ -293,6 +293,7 @@ TEST_CASE("a full queue answers 429 at once while other requests complete") {
     if (r.status == 429) {
       ++busy;
       CHECK(ErrorOf(r)["code"] == "server_busy");
+      CHECK(ErrorOf(r)["type"] == "rate_limit_error");  // OpenAI's 429s, not a bad request
     }
   }
   CHECK(ok == 2);
