@@ -1,13 +1,14 @@
 // GenerationSession: one completion's generation on the engines (chat or text completion), as
 // a stream of events for the API layer: picks an engine, retries on another one when the
 // engine is gone (UNAVAILABLE: the connection failed or was closed) while nothing has reached
-// the client (the observer agrees to Restart), up to the router's max_retries more attempts, with
-// the same sampling seed (drawn here when the client gave none) so the retry answers what the first
-// engine would have; hands each response's
-// tokens to its GenerationObserver, cancels the engine request when the observer says the
-// output is complete (a stop string) or the caller cancels (the client went away), and
-// reports the end: the engine's finish reason and usage, or a GenerationError whose kind says
-// what failed. Nothing here knows HTTP or SSE: gateway/api words the events for the client.
+// the client (the observer agrees to Restart), up to the router's max_retries more attempts,
+// with the same sampling seed (drawn here when the client gave none) so that the retry answers
+// what the first engine would have; hands each response's tokens to its GenerationObserver,
+// cancels the engine request when the observer says the output is complete (a stop string) or
+// the caller cancels (the client went away) or the router's registry aborts it (the shutdown
+// grace period is over), and reports the end: the engine's finish reason and usage, or a
+// GenerationError whose kind says what failed. Nothing here knows HTTP or SSE: gateway/api
+// words the events for the client.
 #pragma once
 
 #include <memory>
