@@ -4,12 +4,13 @@
 // load, naming the tensor). Several source tensors can be fused into one (gate/up, QKV, stacked
 // experts). Linears (LoadLinear) are loaded in the format their tensors have (linear_layout.h):
 // dense, MXFP8 or NVFP4, handed to Device::UploadQuantizedLinear when quantized. Progress is logged
-// every ~10% of the checkpoint's bytes (checkpoints of 256 MiB and more); after each tensor the
-// source pages are released, so resident memory stays near the converted copy (no transient third
-// copy). Finish() logs the totals and returns them. In dummy mode (--load-format dummy) no file is
-// read: every tensor is drawn by the device (Device::DummyWeight / DummyLinear), Linears in the
-// format the quantization config gives their module, each from a seed derived from its name (and
-// slice: see DummySeed).
+// every ~10% of the checkpoint's bytes (checkpoints of 256 MiB and more); the source pages of each
+// part are released as soon as the device has read it (Device::UploadWeight's part_read), so
+// resident memory stays near one part of the tensor being loaded (no transient third copy).
+// Finish() logs the totals and returns them. In dummy mode (--load-format dummy) no file is read:
+// every tensor is drawn by the device (Device::DummyWeight / DummyLinear), Linears in the format
+// the quantization config gives their module, each from a seed derived from its name (and slice:
+// see DummySeed).
 #pragma once
 
 #include <chrono>

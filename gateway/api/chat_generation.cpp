@@ -21,10 +21,16 @@ void StartChatGeneration(const ServingContext& ctx, openai::ChatRequest request,
             if (error) std::rethrow_exception(error);
             GenerationJob job;
             job.request_id = ctx.NewId(spec.id_prefix);
-            job.formatter = spec.make_formatter(*p, job.request_id);
-            job.prompt_ids = std::move(p->prompt.ids);
+            job.prompt_ids = p->prompt.ids;  // p keeps its own: the formatter reads it
             job.media = std::move(p->media);
             job.sampling = p->request.sampling;
+            // What the formatter does not read goes now; the rest lives as long as the
+            // response, for a retry on another engine to make its formatter afresh.
+            p->request.messages = openai::Json();
+            p->request.media.clear();
+            job.make_formatter = [make = spec.make_formatter, p, id = job.request_id] {
+              return make(*p, id);
+            };
             job.arrival = arrival;
             job.admission = admission;
             LaunchGeneration(ctx, exchange, std::move(job));

@@ -29,10 +29,14 @@ void Run(const ServingContext& ctx, const std::string& body,
                                  "invalid_value");
     }
     job.request_id = ctx.NewId("cmpl-");
-    job.formatter = openai::MakeCompletionFormatter(
-        ctx.tokenizer(), {job.request_id, ServingContext::Now(), ctx.model_name()},
-        openai::CompletionOutputOptions(req, ctx.eos_token_ids()), req.stream.stream,
-        req.stream.include_usage, req.sampling.logprobs);
+    job.make_formatter = [&ctx,
+                          identity = openai::ResponseIdentity{job.request_id, ServingContext::Now(),
+                                                              ctx.model_name()},
+                          options = openai::CompletionOutputOptions(req, ctx.eos_token_ids()),
+                          stream = req.stream, logprobs = req.sampling.logprobs] {
+      return openai::MakeCompletionFormatter(ctx.tokenizer(), identity, options, stream.stream,
+                                             stream.include_usage, logprobs);
+    };
     job.sampling = req.sampling;
     job.prompt_param = "prompt";
     job.arrival = arrival;

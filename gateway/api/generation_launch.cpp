@@ -68,9 +68,12 @@ void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchan
   ctx.metrics().RecordSetup(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - job.arrival).count());
   auto handle = std::make_shared<SessionHandle>();
+  FormatterFactory make_formatter = [make = std::move(job.make_formatter), &ctx,
+                                     arrival = job.arrival] {
+    return MakeTimedFormatter(make(), ctx.metrics(), arrival);
+  };
   auto responder = MakeGenerationResponder(
-      MakeTimedFormatter(std::move(job.formatter), ctx.metrics(), job.arrival),
-      MakeExchangeSink(exchange, handle, std::move(keep)));
+      make_formatter(), MakeExchangeSink(exchange, handle, std::move(keep)), make_formatter);
   exchange->OnDisconnect([handle] { handle->Cancel(); });
   handle->Set(engine_client::GenerationSession::Start(ctx.router(), std::move(request),
                                                       std::move(responder)));

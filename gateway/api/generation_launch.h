@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +26,8 @@ struct GenerationJob {
   std::vector<int32_t> prompt_ids;
   std::shared_ptr<PreparedMedia> media;  // may be null
   openai::SamplingRequest sampling;
-  std::unique_ptr<openai::ResponseFormatter> formatter;
+  // The response formatter, made again for a retry on another engine (generation_responder.h).
+  std::function<std::unique_ptr<openai::ResponseFormatter>()> make_formatter;
   std::chrono::steady_clock::time_point arrival;
   std::shared_ptr<void> admission;  // released when the response is done
   // The body field a context-length error names ("prompt" on /v1/completions).

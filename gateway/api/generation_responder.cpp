@@ -23,6 +23,8 @@ std::pair<int, std::string_view> StatusOf(GenerationErrorKind kind) {
       return {503, "no_engine_available"};
     case GenerationErrorKind::kTimeout:
       return {504, "engine_timeout"};
+    case GenerationErrorKind::kShuttingDown:
+      return {503, "server_shutting_down"};
     case GenerationErrorKind::kEngineFailure:
       break;
   }
@@ -31,11 +33,13 @@ std::pair<int, std::string_view> StatusOf(GenerationErrorKind kind) {
 
 class GenerationResponder : public engine_client::GenerationObserver {
  public:
-  GenerationResponder(std::unique_ptr<openai::ResponseFormatter> formatter, ResponseSink sink)
-      : formatter_(std::move(formatter)), sink_(std::move(sink)) {}
+  GenerationResponder(std::unique_ptr<openai::ResponseFormatter> formatter, ResponseSink sink,
+                      FormatterFactory remake)
+      : formatter_(std::move(formatter)), sink_(std::move(sink)), remake_(std::move(remake)) {}
 
   bool OnTokens(std::span<const int32_t> ids,
                 std::span<const openai::TokenLogprob> logprobs) override {
+    pushed_ = true;
     std::vector<std::string> events;
     if (formatter_->streaming() && !started_writing_) events = formatter_->Start();
     for (auto& e : formatter_->Push(ids, logprobs)) events.push_back(std::move(e));
@@ -71,6 +75,17 @@ class GenerationResponder : public engine_client::GenerationObserver {
     if (sink_.finish) sink_.finish(499, "");
   }
 
+  bool Restart() override {
+    if (started_writing_) return false;  // the client has part of this attempt's answer
+    if (!pushed_) return true;
+    if (!remake_) return false;
+    std::unique_ptr<openai::ResponseFormatter> fresh = remake_();
+    if (!fresh) return false;
+    formatter_ = std::move(fresh);
+    pushed_ = false;
+    return true;
+  }
+
  private:
   void Write(std::vector<std::string> events) {
     if (events.empty()) return;
@@ -82,15 +97,19 @@ class GenerationResponder : public engine_client::GenerationObserver {
 
   std::unique_ptr<openai::ResponseFormatter> formatter_;
   ResponseSink sink_;
+  FormatterFactory remake_;
   bool started_writing_ = false;
+  bool pushed_ = false;  // the formatter has been given tokens
 };
 
 }  // namespace
 
 std::shared_ptr<engine_client::GenerationObserver> MakeGenerationResponder(
-    std::unique_ptr<openai::ResponseFormatter> formatter, ResponseSink sink) {
+    std::unique_ptr<openai::ResponseFormatter> formatter, ResponseSink sink,
+    FormatterFactory remake) {
   Require(formatter != nullptr, ErrorCode::kInternal, "a responder needs a formatter");
-  return std::make_shared<GenerationResponder>(std::move(formatter), std::move(sink));
+  return std::make_shared<GenerationResponder>(std::move(formatter), std::move(sink),
+                                               std::move(remake));
 }
 
 }  // namespace m3::api

@@ -4,7 +4,9 @@
 // an HTTP status and error body when nothing has been written yet, or the formatter's stream
 // error events once the stream has started.
 // Nothing is written before the engine's first response, so a request that fails early still
-// gets a proper status line.
+// gets a proper status line. While nothing has been written (a whole response, or a stream
+// before its first event) the responder agrees to Restart on another engine: the formatter is
+// made anew by `remake`, so the new attempt's tokens are the answer's from its first.
 #pragma once
 
 #include <functional>
@@ -25,7 +27,12 @@ struct ResponseSink {
   std::function<void(int http_status, std::string body)> finish;
 };
 
+// A new formatter for the same request, as the first one was before any token.
+using FormatterFactory = std::function<std::unique_ptr<openai::ResponseFormatter>()>;
+
+// `remake` (optional): without it a restart is possible only before the first token.
 std::shared_ptr<engine_client::GenerationObserver> MakeGenerationResponder(
-    std::unique_ptr<openai::ResponseFormatter> formatter, ResponseSink sink);
+    std::unique_ptr<openai::ResponseFormatter> formatter, ResponseSink sink,
+    FormatterFactory remake = {});
 
 }  // namespace m3::api

@@ -87,6 +87,7 @@ struct ServeArgs {
   int64_t max_media_items = 32;
   int64_t max_concurrent_requests = 1024;
   int64_t health_interval_ms = 1000;
+  int engine_retries = 2;
   int64_t probe_timeout_ms = 1000;
   std::string routing = "least-load";
   // The output formats: "auto" reads them from the chat template (text/chat_format.h).
@@ -166,6 +167,7 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   router_options.endpoint.probe_timeout = std::chrono::milliseconds(a.probe_timeout_ms);
   router_options.routing = *engine_client::ParseRoutingPolicy(a.routing);  // checked by the flag
   router_options.endpoint.api_key = a.engine_api_key;
+  router_options.max_retries = a.engine_retries;
   router_options.endpoint.max_message_bytes =
       std::max<int64_t>(a.limits.max_output_bytes + (16 << 20), int64_t{64} << 20);
   // The tokenizer's vocabulary (added tokens included) is checked against each engine's
@@ -191,7 +193,13 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   const int sig = WaitForShutdownSignal(signals);
   Log(LogLevel::kInfo, "serve: signal ", sig, ", shutting down");
   http.StopAccepting();
-  http.Stop(std::chrono::milliseconds(a.shutdown_grace_ms));
+  http.Stop(std::chrono::milliseconds(a.shutdown_grace_ms), [&router] {
+    // Generations still running when the grace period is over end with an error their clients
+    // can read (a stream: the error event, then its end) rather than a bare close.
+    const size_t ended = router.generations().AbortAll(
+        "the server is shutting down: the generation did not finish within the grace period");
+    if (ended > 0) Log(LogLevel::kWarn, "serve: ", ended, " generations cut at the grace period");
+  });
   pools.fetch->Shutdown();
   pools.workers->Shutdown();
   // Responses are all sent. The process ends here without unwinding the gRPC client state:
@@ -290,6 +298,11 @@ int RunServe(int argc, char** argv) {
                  "time between engine health probes (ejection and re-admission)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{10}, int64_t{3600000}));
+  app.add_option("--engine-retries", a.engine_retries,
+                 "other engines a request is tried on when its engine dies before anything "
+                 "reached the client (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   app.add_option("--routing", a.routing,
                  "how requests are spread over the engines: least-load (fewest outstanding), "
                  "round-robin, or cache-aware (prefix affinity, falling back to load)")

@@ -77,12 +77,12 @@ void EngineEndpoint::RecordSuccess() {
   if (model_info_) state_ = EndpointState::kHealthy;
 }
 
-void EngineEndpoint::RecordFailure(const std::string& error) {
+void EngineEndpoint::RecordFailure(const std::string& error, bool eject) {
   std::lock_guard<std::mutex> lock(mu_);
   last_error_ = error;
   if (state_ == EndpointState::kIncompatible) return;
   ++failures_;
-  if (state_ == EndpointState::kUnknown || failures_ >= options_.failures_to_eject) {
+  if (eject || state_ == EndpointState::kUnknown || failures_ >= options_.failures_to_eject) {
     state_ = EndpointState::kUnhealthy;
   }
 }
@@ -159,9 +159,11 @@ std::shared_ptr<GenerateCall> EngineEndpoint::Generate(const v1::GenerateRequest
   // it the channel, on this gRPC thread.)
   callbacks.on_done = [this, on_done = std::move(on_done)](const grpc::Status& status) {
     outstanding_.fetch_sub(1);
-    // The engine could not be reached: as telling as a failed probe.
+    // The engine could not be reached, or its connection closed under a running request (its
+    // process died): ejected at once, so the retry of this request and every new one go
+    // elsewhere until a probe finds it serving again.
     if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      RecordFailure("Generate: " + status.error_message());
+      RecordFailure("Generate: " + status.error_message(), /*eject=*/true);
     }
     if (on_done) on_done(status);
   };

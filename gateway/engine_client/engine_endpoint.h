@@ -56,7 +56,7 @@ class EngineEndpoint : public std::enable_shared_from_this<EngineEndpoint> {
   void Probe();
 
   // Starts a Generate stream; counts it as outstanding until on_done. A call that fails with
-  // UNAVAILABLE counts as a failed probe.
+  // UNAVAILABLE (the engine is gone) ejects the engine until a probe succeeds.
   std::shared_ptr<GenerateCall> Generate(const engine::v1::GenerateRequest& request,
                                          GenerateCall::Callbacks callbacks);
 
@@ -74,7 +74,8 @@ class EngineEndpoint : public std::enable_shared_from_this<EngineEndpoint> {
 
  private:
   void RecordSuccess();
-  void RecordFailure(const std::string& error);
+  // `eject`: at once, not after failures_to_eject in a row.
+  void RecordFailure(const std::string& error, bool eject = false);
   void OnModelInfo(const grpc::Status& status, const engine::v1::ModelInfoResponse& info);
 
   std::string address_;

@@ -13,6 +13,8 @@ EngineRouter::EngineRouter(const std::vector<std::string>& addresses, ExpectedMo
                            RouterOptions options)
     : options_(options), policy_(MakeRoutingPolicy(options.routing, options.cache_aware)) {
   Require(!addresses.empty(), ErrorCode::kInvalidArgument, "no engine given (--engine HOST:PORT)");
+  Require(options_.max_retries >= 0, ErrorCode::kInvalidArgument,
+          "the engine retry bound must not be negative (--engine-retries)");
   std::set<std::string> seen;
   for (const std::string& a : addresses) {
     Require(!a.empty(), ErrorCode::kInvalidArgument, "an engine address is empty");

@@ -18,6 +18,7 @@
 
 #include "gateway/engine_client/engine_endpoint.h"
 #include "gateway/engine_client/expected_model.h"
+#include "gateway/engine_client/generation_registry.h"
 #include "gateway/engine_client/routing_policy.h"
 
 namespace m3::engine_client {
@@ -27,6 +28,9 @@ struct RouterOptions {
   std::chrono::milliseconds health_interval{1000};
   RoutingPolicyKind routing = RoutingPolicyKind::kLeastLoad;
   CacheAwareOptions cache_aware;  // for RoutingPolicyKind::kCacheAware
+  // Further engines a request is tried on after its engine died under it (before anything
+  // reached the client); each engine at most once per request. 0: no retry.
+  int max_retries = 2;
 };
 
 class EngineRouter {
@@ -53,9 +57,13 @@ class EngineRouter {
   std::shared_ptr<EngineEndpoint> Pick(std::span<const EngineEndpoint* const> exclude = {},
                                        std::span<const int32_t> prompt = {}) const;
   RoutingPolicyKind routing() const { return options_.routing; }
+  int max_retries() const { return options_.max_retries; }
 
   const std::vector<std::shared_ptr<EngineEndpoint>>& endpoints() const { return endpoints_; }
   size_t healthy_count() const;
+
+  // The generations running on these engines (GenerationSession registers its own).
+  GenerationRegistry& generations() { return generations_; }
 
   // Probes every engine now (the monitor's step; tests call it to avoid waiting).
   void ProbeAll();
@@ -66,6 +74,7 @@ class EngineRouter {
   std::vector<std::shared_ptr<EngineEndpoint>> endpoints_;
   RouterOptions options_;
   std::unique_ptr<RoutingPolicy> policy_;
+  GenerationRegistry generations_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -1,5 +1,6 @@
 // GenerationObserver: what a GenerationSession reports of one generation, in order: the new
-// tokens of each engine response, then exactly one end: the finish (the reason and the token
+// tokens of each engine response (from the start again after a Restart that returned true),
+// then exactly one end: the finish (the reason and the token
 // usage), a failure (a GenerationError: what went wrong, in the engine client's terms; how a
 // client is told is the API layer's business), or the cancellation the caller asked for.
 // Calls are never concurrent and come on gRPC threads, or on the thread that started the
@@ -20,6 +21,7 @@ enum class GenerationErrorKind {
   kBusy,            // the engine is out of capacity (RESOURCE_EXHAUSTED)
   kNoEngine,        // no engine can take the request (none healthy, shutting down, UNAVAILABLE)
   kTimeout,         // the engine ran out of time (DEADLINE_EXCEEDED)
+  kShuttingDown,    // the gateway's shutdown grace period ended before the generation did
   kEngineFailure,   // anything else: a broken stream, a response that cannot be read
 };
 
@@ -43,6 +45,11 @@ class GenerationObserver {
   virtual void OnError(const GenerationError& error) = 0;
   // After GenerationSession::Cancel: the client is gone, nothing is to be sent.
   virtual void OnCancelled() = 0;
+  // The engine died before the end: may the generation start over on another engine? True
+  // when nothing has reached the client yet, and then everything OnTokens was given is
+  // forgotten (the next tokens are the new attempt's from its first). False (the default)
+  // once output has been sent: the failure then ends the generation with OnError.
+  virtual bool Restart() { return false; }
 };
 
 }  // namespace m3::engine_client

@@ -2,6 +2,7 @@
 #include "gateway/engine_client/generation_session.h"
 
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 
@@ -31,6 +32,13 @@ GenerationErrorKind KindOfGrpc(grpc::StatusCode code) {
   }
 }
 
+// The engine is gone or cannot be reached (its process died: "Socket closed", a connection
+// reset or refused): another engine can answer the same request. Every other status is the
+// request's own (invalid, timed out, cancelled) or the engine's considered answer.
+bool EngineGone(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE;
+}
+
 }  // namespace
 
 GenerationSession::GenerationSession(EngineRouter& router, GenerationRequest request,
@@ -41,9 +49,16 @@ GenerationSession::GenerationSession(EngineRouter& router, GenerationRequest req
 
 std::shared_ptr<GenerationSession> GenerationSession::Start(
     EngineRouter& router, GenerationRequest request, std::shared_ptr<GenerationObserver> observer) {
+  if (!request.request.sampling().has_seed()) {
+    // The seed is fixed here, not left to the engine, so that an attempt on another engine
+    // samples what the first one would have.
+    static thread_local std::mt19937_64 draw{std::random_device{}()};
+    request.request.mutable_sampling()->set_seed(draw());
+  }
   std::shared_ptr<GenerationSession> s(
       new GenerationSession(router, std::move(request), std::move(observer)));
   s->self_ = s;
+  router.generations().Add(s);
   s->Attempt();
   return s;
 }
@@ -63,6 +78,7 @@ void GenerationSession::Attempt() {
     return;
   }
   tried_.push_back(engine.get());
+  ++attempts_;
   // The call's callbacks hold the session: it lives until the call is done.
   auto self = shared_from_this();
   lock.unlock();
@@ -79,7 +95,6 @@ void GenerationSession::Attempt() {
 void GenerationSession::OnResponse(v1::GenerateResponse&& r) {
   std::unique_lock<std::mutex> lock(mu_);
   if (finished_) return;
-  got_response_ = true;
   completion_tokens_ += r.token_ids_size();
   const std::span<const int32_t> ids(r.token_ids().data(), static_cast<size_t>(r.token_ids_size()));
   std::vector<openai::TokenLogprob> logprobs;
@@ -134,7 +149,8 @@ void GenerationSession::OnDone(const grpc::Status& status) {
       std::lock_guard<std::mutex> observer_lock(observer_mu_);
       observer_->OnCancelled();
     }
-    self_.reset();
+    lock.lock();
+    Release(lock);
     return;
   }
   if (status.ok()) {
@@ -143,11 +159,21 @@ void GenerationSession::OnDone(const grpc::Status& status) {
                 "the engine ended the stream without finishing the request"});
     return;
   }
-  if (!got_response_ && status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    // Nothing was produced: another engine can take the request from the start.
-    lock.unlock();
-    Attempt();
-    return;
+  if (EngineGone(status) && attempts_ <= router_.max_retries()) {
+    // Another engine can take the request from the start, if nothing has reached the client
+    // yet (the observer then forgets the tokens it was given).
+    bool restart;
+    {
+      std::lock_guard<std::mutex> observer_lock(observer_mu_);
+      restart = observer_->Restart();
+    }
+    if (restart) {
+      completion_tokens_ = 0;
+      call_.reset();
+      lock.unlock();
+      Attempt();
+      return;
+    }
   }
   Fail(lock, {KindOfGrpc(status.error_code()), "engine: " + status.error_message()});
 }
@@ -161,6 +187,20 @@ void GenerationSession::Cancel() {
   if (call) call->Cancel();
 }
 
+bool GenerationSession::Abort(GenerationError error) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (finished_) return false;
+  FailAndCancel(lock, std::move(error));
+  return true;
+}
+
+void GenerationSession::Release(std::unique_lock<std::mutex>&) {
+  router_.generations().Remove(this);
+  // Whoever called us holds a reference (a call's callback, Start, the registry's Abort): the
+  // session is not destroyed under its own lock.
+  self_.reset();
+}
+
 void GenerationSession::Complete(std::unique_lock<std::mutex>& lock, text::FinishReason reason,
                                  const openai::Usage& usage) {
   finished_ = true;
@@ -170,8 +210,7 @@ void GenerationSession::Complete(std::unique_lock<std::mutex>& lock, text::Finis
     observer_->OnFinish(reason, usage);
   }
   lock.lock();
-  // Released after the call is done with us (its callbacks hold their own reference).
-  self_.reset();
+  Release(lock);
 }
 
 void GenerationSession::Fail(std::unique_lock<std::mutex>& lock, GenerationError error) {
@@ -182,7 +221,7 @@ void GenerationSession::Fail(std::unique_lock<std::mutex>& lock, GenerationError
     observer_->OnError(error);
   }
   lock.lock();
-  self_.reset();
+  Release(lock);
 }
 
 void GenerationSession::FailAndCancel(std::unique_lock<std::mutex>& lock, GenerationError error) {

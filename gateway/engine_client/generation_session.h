@@ -1,10 +1,14 @@
 // GenerationSession: one completion's generation on the engines (chat or text completion), as
-// a stream of events for the API layer: picks an engine, retries on another one while no
-// token has been produced (an engine that died before it was ejected), hands each response's
-// tokens to its GenerationObserver, cancels the engine request when the observer says the
-// output is complete (a stop string) or the caller cancels (the client went away), and
-// reports the end: the engine's finish reason and usage, or a GenerationError whose kind says
-// what failed. Nothing here knows HTTP or SSE: gateway/api words the events for the client.
+// a stream of events for the API layer: picks an engine, retries on another one when the
+// engine is gone (UNAVAILABLE: the connection failed or was closed) while nothing has reached
+// the client (the observer agrees to Restart), up to the router's max_retries more attempts,
+// with the same sampling seed (drawn here when the client gave none) so that the retry answers
+// what the first engine would have; hands each response's tokens to its GenerationObserver,
+// cancels the engine request when the observer says the output is complete (a stop string) or
+// the caller cancels (the client went away) or the router's registry aborts it (the shutdown
+// grace period is over), and reports the end: the engine's finish reason and usage, or a
+// GenerationError whose kind says what failed. Nothing here knows HTTP or SSE: gateway/api
+// words the events for the client.
 #pragma once
 
 #include <memory>
@@ -32,6 +36,9 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
 
   // The client went away: the engine request is cancelled; OnCancelled is the end.
   void Cancel();
+  // Ends the generation now with `error` (OnError) and cancels the engine request; false when
+  // it had already ended.
+  bool Abort(GenerationError error);
 
  private:
   GenerationSession(EngineRouter& router, GenerationRequest request,
@@ -45,6 +52,9 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void Fail(std::unique_lock<std::mutex>& lock, GenerationError error);
   // Fail, then cancel the engine request (the call may end, and call back, on cancellation).
   void FailAndCancel(std::unique_lock<std::mutex>& lock, GenerationError error);
+  // The observer has been told the end: the registry and the self-reference let go (under
+  // `lock`, which stays held).
+  void Release(std::unique_lock<std::mutex>& lock);
 
   EngineRouter& router_;
   GenerationRequest request_;
@@ -55,7 +65,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   std::shared_ptr<GenerationSession> self_;
   std::shared_ptr<GenerateCall> call_;
   std::vector<const EngineEndpoint*> tried_;
-  bool got_response_ = false;
+  int attempts_ = 0;
   bool finished_ = false;  // the observer has been (or is being) told the end
   bool cancelled_ = false;
   int64_t completion_tokens_ = 0;

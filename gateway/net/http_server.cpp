@@ -762,7 +762,7 @@ void HttpServer::StopAccepting() {
   });
 }
 
-void HttpServer::Stop(std::chrono::milliseconds grace) {
+void HttpServer::Stop(std::chrono::milliseconds grace, const std::function<void()>& at_deadline) {
   if (stopped_) return;
   stopped_ = true;
   if (threads_.empty()) return;  // never started: no sessions, nothing runs
@@ -773,6 +773,14 @@ void HttpServer::Stop(std::chrono::milliseconds grace) {
   const auto until = std::chrono::steady_clock::now() + grace;
   while (core_->in_flight.load() > 0 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (at_deadline && core_->in_flight.load() > 0) {
+    at_deadline();
+    // Bounded: a client that does not read its last bytes is closed on anyway.
+    const auto flushed = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (core_->in_flight.load() > 0 && std::chrono::steady_clock::now() < flushed) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   std::vector<std::shared_ptr<Session>> live;
   {

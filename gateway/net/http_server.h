@@ -86,8 +86,11 @@ class HttpServer {
   void StopAccepting();
   // Waits up to `grace` for requests in flight (streams included) to be answered to the end,
   // then closes every connection (running handlers see a disconnect) and stops the threads.
-  // Exchanges used after this are no-ops.
-  void Stop(std::chrono::milliseconds grace);
+  // Exchanges used after this are no-ops. `at_deadline` (optional) runs when the grace period
+  // ends with requests still in flight: it ends them with what their clients are to read last
+  // (a stream's error event and end), which is given up to a second to be written before the
+  // connections close.
+  void Stop(std::chrono::milliseconds grace, const std::function<void()>& at_deadline = {});
   // Requests dispatched whose response has not been fully written.
   int64_t in_flight() const;
   int64_t connections() const;

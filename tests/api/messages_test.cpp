@@ -2,12 +2,13 @@
 // request head decides in Anthropic's error shape for paths under /v1/messages (and OpenAI's
 // elsewhere), the API key in x-api-key or a bearer token on every route, count_tokens equal to
 // /tokenize's count of the same conversation, and an engine killed mid-stream ending the
-// message stream with an Anthropic "error" event.
+// message stream with an Anthropic "error" event, as does the end of the shutdown grace period.
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/api/api_client.h"
@@ -185,6 +186,42 @@ TEST_CASE("an engine killed mid-stream ends the message stream with an Anthropic
   CHECK(!error["error"]["message"].get<std::string>().empty());
   for (const auto& [name, data] : events.list) CHECK(name != "message_stop");
   CHECK(gateway.Terminate() == 0);
+}
+
+TEST_CASE("a message stream still running at the end of the shutdown grace period: error event") {
+  ServerProcess engine("chat-e2e/model");
+  auto gateway = std::make_unique<GatewayProcess>(std::vector<std::string>{
+      "serve", "--model", DataPath("chat-e2e/model"), "--port", "0", "--engine", engine.address(),
+      "--served-model-name", "chat-e2e", "--shutdown-grace-ms", "300"});
+  const uint16_t port = gateway->http_port();
+  Json body = MessageBody(3000);
+  body["stream"] = true;
+  body["temperature"] = 0;
+  std::atomic<bool> started{false};
+  std::string seen;
+  std::thread stopper;
+  int exit_status = -2;
+  const ApiReply r =
+      ApiCall(port, "POST", "/v1/messages", body.dump(), {{"Content-Type", "application/json"}},
+              60000, [&](std::string_view piece) {
+                seen.append(piece);
+                if (!started && seen.find("_delta\"") != std::string::npos) {
+                  started = true;
+                  stopper = std::thread([&] { exit_status = gateway->Terminate(); });
+                }
+              });
+  REQUIRE(started);
+  stopper.join();
+  CHECK(exit_status == 0);
+  CHECK(r.status == 200);
+  CHECK(r.complete);  // the chunked body ended properly: not a bare close
+  const Events events = ReadEvents(r.body);
+  CHECK(events.well_formed);
+  REQUIRE(!events.list.empty());
+  const auto& [last, error] = events.list.back();
+  CHECK(last == "error");
+  CHECK(error["error"]["message"].get<std::string>().find("shutting down") != std::string::npos);
+  for (const auto& [name, data] : events.list) CHECK(name != "message_stop");
 }
 
 }  // namespace

@@ -7,8 +7,10 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -52,6 +54,7 @@ Json TextCase() {
 struct Generation {
   GenerationRequest request;
   std::unique_ptr<m3::openai::ResponseFormatter> formatter;
+  m3::api::FormatterFactory remake;  // the same formatter again, for a retry
 };
 
 Generation Request(int max_tokens, bool stream, std::vector<std::string> stop = {},
@@ -69,17 +72,21 @@ Generation Request(int max_tokens, bool stream, std::vector<std::string> stop = 
   if (chat) {
     m3::openai::ChatRequest req;
     req.sampling = s;
-    r.formatter = m3::openai::MakeChatFormatter(
-        Tok(), {"chatcmpl-x", 1, "m3"},
-        m3::openai::ChatOutputOptions(req, eos, c["prompt"].get<std::string>(), {}), stream, stream,
-        false);
+    r.remake = [options =
+                    m3::openai::ChatOutputOptions(req, eos, c["prompt"].get<std::string>(), {}),
+                stream] {
+      return m3::openai::MakeChatFormatter(Tok(), {"chatcmpl-x", 1, "m3"}, options, stream, stream,
+                                           false);
+    };
   } else {
     m3::openai::CompletionRequest req;
     req.sampling = s;
-    r.formatter = m3::openai::MakeCompletionFormatter(Tok(), {"cmpl-x", 1, "m3"},
-                                                      m3::openai::CompletionOutputOptions(req, eos),
-                                                      stream, stream, false);
+    r.remake = [options = m3::openai::CompletionOutputOptions(req, eos), stream] {
+      return m3::openai::MakeCompletionFormatter(Tok(), {"cmpl-x", 1, "m3"}, options, stream,
+                                                 stream, false);
+    };
   }
+  r.formatter = r.remake();
   return r;
 }
 
@@ -144,7 +151,44 @@ std::shared_ptr<GenerationSession> StartSession(EngineRouter& router, Generation
                                                 m3::api::ResponseSink sink) {
   return GenerationSession::Start(
       router, std::move(g.request),
-      m3::api::MakeGenerationResponder(std::move(g.formatter), std::move(sink)));
+      m3::api::MakeGenerationResponder(std::move(g.formatter), std::move(sink),
+                                       std::move(g.remake)));
+}
+
+// The responder, with the tokens it is handed counted (a whole answer writes nothing before
+// its end: the count says the engine has started producing it).
+class CountingObserver : public GenerationObserver {
+ public:
+  CountingObserver(std::shared_ptr<GenerationObserver> inner, std::atomic<int>& tokens)
+      : inner_(std::move(inner)), tokens_(tokens) {}
+  bool OnTokens(std::span<const int32_t> ids,
+                std::span<const m3::openai::TokenLogprob> logprobs) override {
+    tokens_ += static_cast<int>(ids.size());
+    return inner_->OnTokens(ids, logprobs);
+  }
+  void OnFinish(m3::text::FinishReason reason, const m3::openai::Usage& usage) override {
+    inner_->OnFinish(reason, usage);
+  }
+  void OnError(const GenerationError& error) override { inner_->OnError(error); }
+  void OnCancelled() override { inner_->OnCancelled(); }
+  bool Restart() override {
+    ++restarts;
+    return inner_->Restart();
+  }
+  std::atomic<int> restarts{0};
+
+ private:
+  std::shared_ptr<GenerationObserver> inner_;
+  std::atomic<int>& tokens_;
+};
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds t) {
+  const auto until = std::chrono::steady_clock::now() + t;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
 }
 
 RouterOptions Options(std::chrono::milliseconds interval) {
@@ -272,4 +316,132 @@ TEST_CASE("retry before the first token; an engine killed mid-stream; no engine 
   CHECK(none.writes == 0);
   CHECK(none.status == 503);
   CHECK(Json::parse(none.body)["error"]["code"] == "no_engine_available");
+}
+
+TEST_CASE("an engine dies under a whole answer: retried on the other engine, same answer") {
+  ServerProcess a(kModel);
+  ServerProcess b(kModel);
+  EngineRouter router({Address(a), Address(b)}, LoadExpectedModel(m3::test::DataPath(kModel), 0),
+                      Options(3600s));
+  REQUIRE(router.Start() == 2);
+
+  // The reference: the same request answered whole with no fault (greedy: deterministic).
+  const int n = 400;
+  Result reference;
+  StartSession(router, Request(n, false, {}, false), reference.Sink());
+  REQUIRE(reference.Wait(120s));
+  REQUIRE(reference.status == 200);
+  const std::string want = Json::parse(reference.body)["choices"][0]["text"];
+
+  // Its engine dies once tokens have come back.
+  std::atomic<int> tokens{0};
+  Result retried;
+  Generation g = Request(n, false, {}, false);
+  auto counting = std::make_shared<CountingObserver>(
+      m3::api::MakeGenerationResponder(std::move(g.formatter), retried.Sink(), std::move(g.remake)),
+      tokens);
+  GenerationSession::Start(router, std::move(g.request), counting);
+  REQUIRE(WaitFor([&] { return tokens.load() > 0 || retried.done; }, 60s));
+  REQUIRE_FALSE(retried.done);  // still running on its first engine, which dies now
+  const size_t first = router.endpoints()[0]->outstanding() == 1 ? 0 : 1;
+  REQUIRE(router.endpoints()[first]->outstanding() == 1);
+  (first == 0 ? a : b).Stop(SIGKILL);
+  REQUIRE(retried.Wait(120s));
+  CHECK_MESSAGE(retried.status == 200, retried.body);
+  CHECK(counting->restarts == 1);
+  CHECK(retried.writes == 0);
+  if (retried.status == 200) {
+    const Json body = Json::parse(retried.body);
+    CHECK(body["choices"][0]["text"] == want);  // the answer from its start, not a tail
+    CHECK(body["usage"]["completion_tokens"] == n);
+  }
+  // The dead engine is ejected at once (no probe ran): new requests go to the other one.
+  CHECK(router.endpoints()[first]->state() == EndpointState::kUnhealthy);
+}
+
+TEST_CASE("a stream is retried before its first token, not after; the attempt bound") {
+  ServerProcess a(kModel);
+  ServerProcess b(kModel);
+  const Json c = TextCase();
+  const int n = static_cast<int>(c["completion_ids"].size());
+  const std::string want = c["completion_text"];
+
+  SUBCASE("before the first token: retried, the whole answer streamed from B") {
+    EngineRouter router({Address(a), Address(b)}, LoadExpectedModel(m3::test::DataPath(kModel), 0),
+                        Options(3600s));
+    REQUIRE(router.Start() == 2);
+    a.Stop(SIGKILL);  // the router still thinks A healthy: the stream's first attempt fails
+    Result streamed;
+    StartSession(router, Request(n, true), streamed.Sink());
+    REQUIRE(streamed.Wait(60s));
+    CHECK(streamed.status == 200);
+    CHECK(streamed.written.find("\"error\"") == std::string::npos);
+    CHECK(SseText(streamed.written) == want);
+    CHECK(streamed.written.substr(streamed.written.size() - 14) == "data: [DONE]\n\n");
+  }
+  SUBCASE("after the first token: not retried, an error event and [DONE]") {
+    EngineRouter router({Address(a), Address(b)}, LoadExpectedModel(m3::test::DataPath(kModel), 0),
+                        Options(3600s));
+    REQUIRE(router.Start() == 2);
+    std::atomic<int> tokens{0};
+    Result cut;
+    Generation g = Request(3000, true);
+    auto counting = std::make_shared<CountingObserver>(
+        m3::api::MakeGenerationResponder(std::move(g.formatter), cut.Sink(), std::move(g.remake)),
+        tokens);
+    GenerationSession::Start(router, std::move(g.request), counting);
+    REQUIRE(cut.WaitWrites(1, 60s));
+    a.Stop(SIGKILL);
+    REQUIRE(cut.Wait(5s));
+    CHECK(counting->restarts == 1);  // asked, and refused: the client has part of the answer
+    CHECK(cut.status == 200);
+    CHECK(cut.written.find("data: {\"error\":") != std::string::npos);
+    CHECK(cut.written.substr(cut.written.size() - 14) == "data: [DONE]\n\n");
+  }
+  SUBCASE("the bound: no retry with max_retries 0") {
+    RouterOptions o = Options(3600s);
+    o.max_retries = 0;
+    EngineRouter router({Address(a), Address(b)}, LoadExpectedModel(m3::test::DataPath(kModel), 0),
+                        o);
+    REQUIRE(router.Start() == 2);
+    a.Stop(SIGKILL);
+    Result lost;
+    StartSession(router, Request(n, false), lost.Sink());
+    REQUIRE(lost.Wait(60s));
+    CHECK(lost.status == 503);
+    CHECK(router.endpoints()[0]->state() == EndpointState::kUnhealthy);
+    // The next request is not sent to A: B answers it.
+    Result next;
+    StartSession(router, Request(n, false), next.Sink());
+    REQUIRE(next.Wait(60s));
+    CHECK(next.status == 200);
+  }
+  SUBCASE("a negative bound is refused") {
+    RouterOptions o = Options(3600s);
+    o.max_retries = -1;
+    CHECK_THROWS_WITH(
+        EngineRouter({Address(a)}, LoadExpectedModel(m3::test::DataPath(kModel), 0), o),
+        doctest::Contains("--engine-retries"));
+  }
+}
+
+TEST_CASE("the registry ends running generations: a stream gets an error event and [DONE]") {
+  ServerProcess a(kModel);
+  EngineRouter router({Address(a)}, LoadExpectedModel(m3::test::DataPath(kModel), 0),
+                      Options(3600s));
+  REQUIRE(router.Start() == 1);
+  Result streamed, whole;
+  StartSession(router, Request(3000, true), streamed.Sink());
+  StartSession(router, Request(3000, false), whole.Sink());
+  REQUIRE(streamed.WaitWrites(1, 60s));
+  CHECK(router.generations().size() == 2);
+  CHECK(router.generations().AbortAll("shutting down") == 2);
+  REQUIRE(streamed.Wait(5s));
+  REQUIRE(whole.Wait(5s));
+  CHECK(streamed.status == 200);
+  CHECK(streamed.written.find("\"code\":\"server_shutting_down\"") != std::string::npos);
+  CHECK(streamed.written.substr(streamed.written.size() - 14) == "data: [DONE]\n\n");
+  CHECK(whole.status == 503);
+  CHECK(router.generations().size() == 0);
+  CHECK(router.generations().AbortAll("again") == 0);
 }
