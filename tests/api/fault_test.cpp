@@ -128,7 +128,8 @@ TEST_CASE("an engine killed under 8 concurrent whole answers: all 8 answered 200
   const std::string a_address = a->address();
   GatewayProcess gateway({"serve", "--model", DataPath("chat-e2e/model"), "--port", "0", "--engine",
                           a_address, "--engine", b.address(), "--served-model-name", "chat-e2e",
-                          "--health-interval-ms", "100", "--engine-probe-timeout-ms", "500"});
+                          "--health-interval-ms", "100", "--engine-probe-timeout-ms", "500",
+                          "--ready-details"});
   const uint16_t port = gateway.http_port();
   REQUIRE(WaitForState(port, a_address, "healthy"));
   REQUIRE(WaitForState(port, b.address(), "healthy"));

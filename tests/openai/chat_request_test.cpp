@@ -301,6 +301,21 @@ TEST_CASE("ResolveMaxTokens fits the completion into the context") {
   CHECK(code(s, 97, 100) == "context_length_exceeded");
   CHECK(code(s, 100, 100) == "context_length_exceeded");
   CHECK(code(SamplingRequest{}, 5, 0) == "missing_required_parameter");
+  // The field blamed for a prompt too long: chat's messages unless the caller names another.
+  auto param = [](size_t prompt, const std::string& name) -> std::string {
+    try {
+      if (name.empty()) {
+        ResolveMaxTokens(SamplingRequest{}, prompt, 100);
+      } else {
+        ResolveMaxTokens(SamplingRequest{}, prompt, 100, name);
+      }
+    } catch (const RequestError& e) {
+      return e.param();
+    }
+    return "";
+  };
+  CHECK(param(100, "") == "messages");
+  CHECK(param(100, "prompt") == "prompt");
 }
 
 TEST_CASE("error bodies stay valid JSON for any bytes") {
