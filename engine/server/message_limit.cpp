@@ -16,7 +16,8 @@ int64_t MaxRequestBytes(const RunnerInfo& info, int64_t max_prompt_tokens) {
   bytes += 5 * std::max<int64_t>(info.vocab_size, 0);
   if (info.patch_dim > 0) {
     // Media: each placeholder token is one prompt position and stands for merge^2 patch rows
-    // (Sequence checks the grid's placeholder count against the prompt's placeholders), so
+    // exactly (SplitMedia requires h and w to be multiples of the merge size) and Sequence
+    // checks the grid's placeholder count against the prompt's placeholders, so
     // all items together carry at most tokens * merge^2 rows of patch_dim values, 4 bytes each
     // at the widest dtype (F32). Every item needs at least one placeholder, so there are at
     // most `tokens` items; 128 bytes covers each one's framing (kind, grid, shape, dtype).
