@@ -50,6 +50,7 @@ class BoundedDomBuilder {
   bool key(typename json::string_t& k) {
     Frame& f = stack_.back();
     if (f.count >= limits_.max_object_keys) {
+      f.key = std::move(k);  // the error names the first key over the limit
       return Fail(ErrorCode::kTooLarge,
                   "an object has more than " + std::to_string(limits_.max_object_keys) + " keys",
                   "json_too_large");
