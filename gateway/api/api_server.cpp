@@ -187,6 +187,14 @@ net::HttpHeaderCheck ApiServer::HeaderCheck() {
   return [ctx](const net::HttpRequest& head) { return Refusal(*ctx, head, nullptr); };
 }
 
+std::function<void(const net::HttpRequest&, int)> ApiServer::RefusalCounter() {
+  auto ctx = ctx_;
+  return [ctx](const net::HttpRequest& head, int status) {
+    const std::optional<RouteInfo> route = Lookup(PathOf(head));
+    ctx->metrics().RecordRequest(route ? route->label : "other", status, 0.0);
+  };
+}
+
 void ApiServer::Handle(net::HttpRequest&& request, std::shared_ptr<net::HttpExchange> exchange) {
   const auto arrival = std::chrono::steady_clock::now();
   const ServingContext& ctx = *ctx_;

@@ -27,6 +27,9 @@ class ApiServer : public std::enable_shared_from_this<ApiServer> {
   // to the pools and the engines) and the check of the request head.
   net::ExchangeHandler Handler();
   net::HttpHeaderCheck HeaderCheck();
+  // For HttpServerOptions::on_refusal: counts the server's own refusals (429 for body memory)
+  // in m3_gateway_requests_total under the request's route.
+  std::function<void(const net::HttpRequest& header, int status)> RefusalCounter();
 
   enum class Route {
     kChat,

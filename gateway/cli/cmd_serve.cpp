@@ -183,7 +183,9 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   auto ctx =
       std::make_shared<const api::ServingContext>(options, router, service, preprocessor, pools);
   auto api_server = std::make_shared<api::ApiServer>(ctx);
-  net::HttpServer http(http_options, api_server->Handler(), api_server->HeaderCheck());
+  net::HttpServerOptions counted_options = http_options;
+  counted_options.on_refusal = api_server->RefusalCounter();
+  net::HttpServer http(counted_options, api_server->Handler(), api_server->HeaderCheck());
   http.Start();
   std::printf("m3-gateway serve: http=%s:%u model=%s engines=%zu healthy=%zu routing=%s\n",
               a.host.c_str(), http.port(), ctx->model_name().c_str(), a.engines.size(), healthy,

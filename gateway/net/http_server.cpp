@@ -2,6 +2,7 @@
 // handlers answer, whole or streamed (see http_server.h).
 #include "gateway/net/http_server.h"
 
+#include <malloc.h>
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -319,6 +320,7 @@ class Session : public std::enable_shared_from_this<Session> {
             std::to_string(options.memory->limit()) + " bytes; retry later",
         "server_busy");
     res.set(http::field::retry_after, "1");
+    if (options.on_refusal) options.on_refusal(parser_->header(), 429);
     RefuseWith(std::move(res));
     return false;
   }
@@ -483,7 +485,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void AfterResponse() {
-    body_reservation_.Reset();
+    ReleaseBody();
     if (!keep_alive_) return request_error_ ? LingerClose() : Shutdown();
     StartRequest();
   }
@@ -521,8 +523,16 @@ class Session : public std::enable_shared_from_this<Session> {
     read_timer_.cancel();
     write_timer_.cancel();
     FinishInFlight();
-    body_reservation_.Reset();
+    ReleaseBody();
     if (callback) callback();
+  }
+
+  void ReleaseBody() {
+    const uint64_t reserved =
+        static_cast<uint64_t>(std::max<int64_t>(body_reservation_.bytes(), 0));
+    body_reservation_.Reset();
+    const uint64_t trim_at = core_->options.trim_after_body_bytes;
+    if (trim_at > 0 && reserved >= trim_at) malloc_trim(0);
   }
 
   void FinishInFlight() {

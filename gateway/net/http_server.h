@@ -58,6 +58,13 @@ struct HttpServerOptions {
   // Bytes charged to `memory` per body byte: the body itself plus what the handler makes of
   // it while it works (a JSON parser holds about two more copies of a large string value).
   int body_charge_factor = 1;
+  // Told of each request the server refuses itself for want of body memory (429), which never
+  // reaches the handler, so the refusals can be counted with the handler's own answers.
+  std::function<void(const HttpRequest& header, int status)> on_refusal;
+  // After a request whose body reserved at least this much is answered, freed heap pages go
+  // back to the system (malloc_trim): a large body's parse leaves hundreds of MB resident
+  // otherwise. 0: never.
+  uint64_t trim_after_body_bytes = 8ull << 20;
   std::chrono::milliseconds read_timeout{30000};   // one whole request, header and body
   std::chrono::milliseconds idle_timeout{60000};   // keep-alive wait for the next request
   std::chrono::milliseconds write_timeout{60000};  // each write (a whole response, a chunk batch)

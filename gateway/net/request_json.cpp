@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gateway/net/api_error.h"
+#include "shared/bounded_json.h"
 
 namespace m3::net {
 
@@ -35,22 +36,25 @@ int JsonNestingDepth(std::string_view text, int stop_after) {
 }
 
 nlohmann::json ParseRequestJson(std::string_view text, int max_depth) {
-  if (JsonNestingDepth(text, max_depth) > max_depth) {
-    throw ParamError(ErrorCode::kInvalidArgument,
-                     "the request body is nested more than " + std::to_string(max_depth) +
-                         " arrays/objects deep",
-                     "");
-  }
+  JsonLimits limits;
+  limits.max_depth = max_depth;
   try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    // A parse_error ("[json.exception.parse_error.101] parse error at line 1, column 5: ...")
-    // or an out_of_range for a number that does not fit ("number overflow parsing '1e999'").
-    std::string detail = e.what();
-    if (const size_t at = detail.find("] "); at != std::string::npos)
-      detail = detail.substr(at + 2);
-    throw ParamError(ErrorCode::kInvalidArgument,
-                     "the request body is not valid JSON: " + detail.substr(0, 300), "");
+    return ParseBoundedJson(text, limits);
+  } catch (const JsonBodyError& e) {
+    if (e.slug() == "json_too_deep") {
+      throw ParamError(ErrorCode::kInvalidArgument,
+                       "the request body is nested more than " + std::to_string(max_depth) +
+                           " arrays/objects deep",
+                       "");
+    }
+    if (e.slug() == "invalid_json") {
+      std::string detail = e.what();
+      const std::string prefix = "request body is not valid JSON: ";
+      if (detail.rfind(prefix, 0) == 0) detail = detail.substr(prefix.size());
+      throw ParamError(ErrorCode::kInvalidArgument, "the request body is not valid JSON: " + detail,
+                       "");
+    }
+    throw ParamError(e.code(), e.what(), e.field());
   }
 }
 

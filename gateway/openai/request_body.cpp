@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "shared/bounded_json.h"
+
 namespace m3::openai {
 
 Json ParseRequestBody(std::string_view body, const ApiLimits& limits) {
@@ -12,26 +14,12 @@ Json ParseRequestBody(std::string_view body, const ApiLimits& limits) {
                            " bytes, over the limit of " + std::to_string(limits.max_body_bytes),
                        "", "payload_too_large");
   }
-  // The parser callback sees each container open at its depth, so a deeply nested body is
-  // refused as soon as the limit is crossed rather than after building it.
-  const int max_depth = limits.max_json_depth;
-  Json::parser_callback_t cb = [&](int depth, Json::parse_event_t event, Json&) {
-    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
-        depth >= max_depth) {
-      throw RequestError(
-          ErrorCode::kInvalidArgument,
-          "request body nests JSON deeper than " + std::to_string(max_depth) + " levels", "",
-          "invalid_json");
-    }
-    return true;
-  };
   Json j;
   try {
-    j = Json::parse(body.begin(), body.end(), cb);
-  } catch (const Json::parse_error& e) {
-    throw RequestError(ErrorCode::kInvalidArgument,
-                       std::string("request body is not valid JSON: ") + e.what(), "",
-                       "invalid_json");
+    j = ParseBoundedOrderedJson(body, limits.json);
+  } catch (const JsonBodyError& e) {
+    throw RequestError(e.code(), e.what(), e.field(),
+                       e.slug() == "json_too_deep" ? "invalid_json" : e.slug());
   }
   if (!j.is_object()) {
     throw RequestError(ErrorCode::kInvalidArgument,

@@ -1,5 +1,6 @@
-// Reading an API request body from an untrusted client: size and nesting depth are bounded
-// before a JSON value is built, and malformed JSON is a 400 that says where the text broke.
+// Reading an API request body from an untrusted client: the size is bounded before parsing and
+// the structure (depth, keys, items, strings, values) while parsing, in time linear in the body;
+// malformed JSON is a 400 that says where the text broke.
 #pragma once
 
 #include <string_view>
@@ -9,8 +10,10 @@
 
 namespace m3::openai {
 
-// Throws RequestError: 413 for a body over limits.max_body_bytes, 400 for malformed JSON,
-// nesting deeper than limits.max_json_depth, or a body that is not a JSON object.
+// Throws RequestError: 413 for a body over limits.max_body_bytes or a structure over limits.json
+// (code "json_too_large"); 400 for malformed JSON, nesting deeper than limits.json.max_depth,
+// a number too large for a double (code "number_overflow", param naming the field), or a body
+// that is not a JSON object.
 Json ParseRequestBody(std::string_view body, const ApiLimits& limits);
 
 }  // namespace m3::openai

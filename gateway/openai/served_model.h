@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "shared/bounded_json.h"
 #include "shared/generation_config.h"
 
 namespace m3::openai {
@@ -19,7 +20,7 @@ struct ServedModel {
 
 struct ApiLimits {
   size_t max_body_bytes = size_t{64} << 20;  // a body of data: URIs is large; 413 above
-  int max_json_depth = 64;                   // a chat message is ~5 levels deep
+  JsonLimits json;  // structure of the body, applied while it is parsed (shared/bounded_json.h)
   size_t max_messages = 4096;
   size_t max_media_items = 32;  // images + videos per request (413 above)
   size_t max_stop_strings = 16;

@@ -143,7 +143,8 @@ std::string CheckRequestJson(std::string_view body) {
       if (item.param.empty()) return "an item without a param name";
     }
   } catch (const ParamError& e) {
-    if (e.code() != ErrorCode::kInvalidArgument) {
+    // kTooLarge: a structure over the bounded parser's limits (a key, string or count).
+    if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kTooLarge) {
       return "ParamError with code " + std::string(ErrorCodeName(e.code()));
     }
     if (std::string(e.what()).empty()) return "a refusal without a message";

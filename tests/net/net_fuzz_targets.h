@@ -16,7 +16,8 @@ namespace m3::net::fuzz {
 std::string CheckHttpRequest(std::string_view wire, uint64_t split_seed);
 
 // ParseRequestJson / ParsePreprocessRequest: success with at least one item, or a ParamError
-// with kInvalidArgument; nothing else escapes.
+// with kInvalidArgument (kTooLarge for a structure over the parser's limits); nothing else
+// escapes.
 std::string CheckRequestJson(std::string_view body);
 
 }  // namespace m3::net::fuzz

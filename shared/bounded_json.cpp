@@ -1,0 +1,244 @@
+// The bounded JSON parser (see bounded_json.h). nlohmann's SAX parser reads the text; this
+// handler builds the value itself. nlohmann's callback parser (parse with a parser_callback_t)
+// is not used: each time an object closes it scans every element of the enclosing container
+// for a discarded value, which costs O(siblings) per object and O(n^2) for a body of n sibling
+// objects (an array of 200k content parts, an object of 80k object-valued keys). Here each
+// event does O(1) work (O(log k) for an insert into an object of k keys).
+#include "shared/bounded_json.h"
+
+#include <optional>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace m3 {
+namespace {
+
+// Objects of an ordered_json with more keys than this get a hash index for duplicate-key
+// lookups; below it a scan of the keys is cheaper than building one.
+constexpr size_t kLinearKeyScan = 16;
+
+template <class json>
+class BoundedDomBuilder {
+ public:
+  BoundedDomBuilder(json& root, const JsonLimits& limits) : root_(root), limits_(limits) {}
+
+  bool null() { return Value(json(nullptr)); }
+  bool boolean(bool v) { return Value(json(v)); }
+  bool number_integer(typename json::number_integer_t v) { return Value(json(v)); }
+  bool number_unsigned(typename json::number_unsigned_t v) { return Value(json(v)); }
+  bool number_float(typename json::number_float_t v, const typename json::string_t&) {
+    return Value(json(v));
+  }
+  bool string(typename json::string_t& v) {
+    if (v.size() > limits_.max_string_bytes) {
+      return Fail(ErrorCode::kTooLarge,
+                  "a string of " + std::to_string(v.size()) + " bytes is over the limit of " +
+                      std::to_string(limits_.max_string_bytes) + " bytes per string",
+                  "json_too_large");
+    }
+    return Value(json(std::move(v)));
+  }
+  bool binary(typename json::binary_t&) {
+    return Fail(ErrorCode::kInvalidArgument, "binary values are not JSON", "invalid_json");
+  }
+
+  bool start_object(std::size_t) { return Open(nlohmann::detail::value_t::object); }
+  bool start_array(std::size_t) { return Open(nlohmann::detail::value_t::array); }
+
+  bool key(typename json::string_t& k) {
+    Frame& f = stack_.back();
+    if (f.count >= limits_.max_object_keys) {
+      f.key = std::move(k);  // the error names the first key over the limit
+      return Fail(ErrorCode::kTooLarge,
+                  "an object has more than " + std::to_string(limits_.max_object_keys) + " keys",
+                  "json_too_large");
+    }
+    if (k.size() > limits_.max_key_bytes) {
+      return Fail(ErrorCode::kTooLarge,
+                  "an object key of " + std::to_string(k.size()) + " bytes is over the limit of " +
+                      std::to_string(limits_.max_key_bytes) + " bytes",
+                  "json_too_large");
+    }
+    ++f.count;
+    f.slot = &Member(f, k);
+    f.key = std::move(k);
+    return true;
+  }
+
+  bool end_object() {
+    stack_.pop_back();
+    return true;
+  }
+  bool end_array() {
+    stack_.pop_back();
+    return true;
+  }
+
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) {
+    // id 406: a number that does not fit in a double ("number overflow parsing '1e999'").
+    if (ex.id == 406) {
+      const std::string field = PendingField();
+      return Fail(ErrorCode::kInvalidArgument,
+                  std::string(field.empty() ? "a number in the body" : "'" + field + "'") +
+                      " is too large for a double (" + Detail(ex) + ")",
+                  "number_overflow");
+    }
+    return Fail(ErrorCode::kInvalidArgument, "request body is not valid JSON: " + Detail(ex),
+                "invalid_json");
+  }
+
+  std::optional<JsonBodyError>& error() { return error_; }
+
+ private:
+  struct Frame {
+    json* value;           // the open object or array
+    json* slot = nullptr;  // an object's member whose value comes next
+    size_t count = 0;      // keys or items so far
+    std::string key;       // an object's current key, for error messages
+    // ordered_json only: key -> position, once the object outgrows kLinearKeyScan.
+    std::unordered_map<std::string, size_t> index;
+  };
+
+  // ordered_map (ordered_json's object_t) is a vector of pairs underneath.
+  static constexpr bool kOrdered = requires { typename json::object_t::Container; };
+
+  // The member `k` of the open object, created null if new. A repeated key keeps its first
+  // position and its last value, as nlohmann's own parser does. ordered_json's own insert
+  // searches every key (O(k) per key, O(k^2) per object), so new keys are appended directly
+  // after a lookup in the frame's index.
+  json& Member(Frame& f, const std::string& k) {
+    if constexpr (!kOrdered) {
+      return (*f.value)[k];
+    } else {
+      typename json::object_t::Container& vec =
+          f.value->template get_ref<typename json::object_t&>();
+      if (vec.size() < kLinearKeyScan) {
+        for (auto& m : vec)
+          if (m.first == k) return m.second;
+        if (vec.size() + 1 == kLinearKeyScan) {
+          for (size_t i = 0; i < vec.size(); ++i) f.index.emplace(vec[i].first, i);
+          f.index.emplace(k, vec.size());
+        }
+      } else {
+        const auto [it, inserted] = f.index.emplace(k, vec.size());
+        if (!inserted) return vec[it->second].second;
+      }
+      vec.emplace_back(k, json());
+      return vec.back().second;
+    }
+  }
+
+  static std::string Detail(const nlohmann::detail::exception& ex) {
+    std::string d = ex.what();
+    if (const size_t at = d.find("] "); at != std::string::npos) d = d.substr(at + 2);
+    return d.substr(0, 300);
+  }
+
+  // Where the value now being read sits, e.g. "messages[3].content". The innermost frame's
+  // value is still pending (an array's next index, an object's last key); outer frames hold
+  // their open child (an array's last element).
+  std::string PendingField() const {
+    std::string out;
+    for (size_t i = 0; i < stack_.size(); ++i) {
+      const Frame& f = stack_[i];
+      const bool innermost = i + 1 == stack_.size();
+      if (f.value->is_object()) {
+        if (f.count == 0) break;
+        if (!out.empty()) out += '.';
+        out += f.key;
+      } else {
+        const size_t index = innermost ? f.count : f.count - 1;
+        out += '[' + std::to_string(index) + ']';
+      }
+    }
+    return out;
+  }
+
+  bool Fail(ErrorCode code, const std::string& message, const char* slug) {
+    // Malformed text and nesting have no one field to blame (the depth error's field would be
+    // a long run of "[0]"); a number or a count over a limit names where it happened.
+    if (!error_) {
+      const std::string_view s = slug;
+      const bool named = s == "number_overflow" || s == "json_too_large";
+      error_.emplace(code, message, named ? PendingField() : "", slug);
+    }
+    return false;
+  }
+
+  // Places a value where the parser is: the root, an array's next element or an object's
+  // member; returns it (null on a limit).
+  json* Place(json&& v) {
+    if (++values_ > limits_.max_values) {
+      Fail(ErrorCode::kTooLarge,
+           "the body has more than " + std::to_string(limits_.max_values) + " JSON values",
+           "json_too_large");
+      return nullptr;
+    }
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Frame& f = stack_.back();
+    if (f.value->is_object()) {
+      *f.slot = std::move(v);
+      return f.slot;
+    }
+    if (f.count >= limits_.max_array_items) {
+      Fail(ErrorCode::kTooLarge,
+           "an array has more than " + std::to_string(limits_.max_array_items) + " items",
+           "json_too_large");
+      return nullptr;
+    }
+    ++f.count;
+    f.value->push_back(std::move(v));
+    return &f.value->back();
+  }
+
+  bool Value(json&& v) { return Place(std::move(v)) != nullptr; }
+
+  bool Open(nlohmann::detail::value_t type) {
+    if (static_cast<int>(stack_.size()) >= limits_.max_depth) {
+      return Fail(
+          ErrorCode::kInvalidArgument,
+          "request body nests JSON deeper than " + std::to_string(limits_.max_depth) + " levels",
+          "json_too_deep");
+    }
+    json* placed = Place(json(type));
+    if (!placed) return false;
+    Frame& f = stack_.emplace_back();
+    f.value = placed;
+    return true;
+  }
+
+  json& root_;
+  const JsonLimits& limits_;
+  std::vector<Frame> stack_;
+  size_t values_ = 0;
+  std::optional<JsonBodyError> error_;
+};
+
+template <class Json>
+Json ParseBounded(std::string_view text, const JsonLimits& limits) {
+  Json root;
+  BoundedDomBuilder<Json> builder(root, limits);
+  if (!Json::sax_parse(text.begin(), text.end(), &builder)) {
+    if (builder.error()) throw *builder.error();
+    throw JsonBodyError(ErrorCode::kInvalidArgument, "request body is not valid JSON", "",
+                        "invalid_json");
+  }
+  return root;
+}
+
+}  // namespace
+
+nlohmann::json ParseBoundedJson(std::string_view text, const JsonLimits& limits) {
+  return ParseBounded<nlohmann::json>(text, limits);
+}
+
+nlohmann::ordered_json ParseBoundedOrderedJson(std::string_view text, const JsonLimits& limits) {
+  return ParseBounded<nlohmann::ordered_json>(text, limits);
+}
+
+}  // namespace m3

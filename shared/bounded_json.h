@@ -1,0 +1,58 @@
+// Parsing JSON from an untrusted client in time and memory linear in its size, with the
+// structural limits (depth, keys per object, items per array, string bytes, total values)
+// applied while the text is read, so a hostile body is refused at the first value over a limit
+// rather than after the whole tree is built. A number too large for a double is an error that
+// names the field it was in.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "shared/error.h"
+
+namespace m3 {
+
+// Defaults sized from the largest legal request, with headroom. The longest context is 524,288
+// tokens (max_position_embeddings), so a prompt of token ids is the longest legal array; a whole
+// request is that prompt plus messages (up to 4096, ~10 values each) and tools (up to 512 JSON
+// schemas), well under 2M values. Keys per object: tool schemas and template kwargs have tens
+// to hundreds; logit_bias (one key per token) is refused anyway. A single string may be a data:
+// URI as large as the body itself, so its bound is the body's.
+struct JsonLimits {
+  int max_depth = 64;                        // a chat message is ~5 levels deep
+  size_t max_object_keys = size_t{1} << 14;  // 16,384
+  size_t max_array_items = size_t{1} << 20;  // 1,048,576: twice the longest context
+  size_t max_key_bytes = size_t{4} << 10;    // a property name, not data
+  size_t max_string_bytes = size_t{64} << 20;
+  size_t max_values = size_t{1} << 21;  // 2,097,152 values of any kind in the whole body
+};
+
+// Why a body was refused. code(): kInvalidArgument for malformed JSON, nesting over the depth
+// limit or a number that overflows a double; kTooLarge for a count or size over its limit.
+// field(): where in the body it happened ("temperature", "messages[3].content[0].text"), empty
+// for the top level, when no field had been read yet, and for malformed JSON or nesting.
+class JsonBodyError : public Error {
+ public:
+  JsonBodyError(ErrorCode code, const std::string& message, std::string field, std::string slug)
+      : Error(code, message), field_(std::move(field)), slug_(std::move(slug)) {}
+  const std::string& field() const { return field_; }
+  // A short machine-readable name: "invalid_json", "json_too_deep", "json_too_large",
+  // "number_overflow".
+  const std::string& slug() const { return slug_; }
+
+ private:
+  std::string field_;
+  std::string slug_;
+};
+
+// Parses one JSON value (trailing data is an error). Throws JsonBodyError.
+nlohmann::json ParseBoundedJson(std::string_view text, const JsonLimits& limits = {});
+// The same, keeping the order of object keys (the API layer's Json: a tool schema's properties
+// render into the prompt in the client's order).
+nlohmann::ordered_json ParseBoundedOrderedJson(std::string_view text,
+                                               const JsonLimits& limits = {});
+
+}  // namespace m3
