@@ -13,7 +13,7 @@ PKGS=(
   doctest-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libopenblas-dev libpcre2-dev libutf8proc-dev
   libjpeg62-turbo-dev libjpeg-turbo-progs libpng-dev libwebp-dev webp zlib1g-dev
-  nodejs npm docker-compose busybox jq
+  nodejs npm docker-compose busybox jq coreutils
 )
 # A name an installed package Provides counts as present: NodeSource's nodejs, for one, carries
 # npm and conflicts with Debian's npm package, which apt would otherwise try to install beside it.
