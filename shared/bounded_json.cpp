@@ -18,6 +18,10 @@ namespace {
 // Objects of an ordered_json with more keys than this get a hash index for duplicate-key
 // lookups; below it a scan of the keys is cheaper than building one.
 constexpr size_t kLinearKeyScan = 16;
+// Estimated heap bytes beyond a value's own node: an object member (the key's string header and
+// the map / vector slot) and a container's allocation.
+constexpr size_t kMemberBytes = 64;
+constexpr size_t kContainerBytes = 48;
 
 template <class json>
 class BoundedDomBuilder {
@@ -38,6 +42,7 @@ class BoundedDomBuilder {
                       std::to_string(limits_.max_string_bytes) + " bytes per string",
                   "json_too_large");
     }
+    if (!Grow(v.size())) return false;
     return Value(json(std::move(v)));
   }
   bool binary(typename json::binary_t&) {
@@ -61,6 +66,7 @@ class BoundedDomBuilder {
                       std::to_string(limits_.max_key_bytes) + " bytes",
                   "json_too_large");
     }
+    if (!Grow(k.size() + kMemberBytes)) return false;
     ++f.count;
     f.slot = &Member(f, k);
     f.key = std::move(k);
@@ -170,6 +176,7 @@ class BoundedDomBuilder {
   // Places a value where the parser is: the root, an array's next element or an object's
   // member; returns it (null on a limit).
   json* Place(json&& v) {
+    if (!Grow(sizeof(json) + (v.is_object() || v.is_array() ? kContainerBytes : 0))) return nullptr;
     if (++values_ > limits_.max_values) {
       Fail(ErrorCode::kTooLarge,
            "the body has more than " + std::to_string(limits_.max_values) + " JSON values",
@@ -198,6 +205,16 @@ class BoundedDomBuilder {
 
   bool Value(json&& v) { return Place(std::move(v)) != nullptr; }
 
+  // Adds `bytes` to the tree's estimated memory; false (with the error) over max_tree_bytes.
+  bool Grow(size_t bytes) {
+    tree_bytes_ += bytes;
+    if (limits_.max_tree_bytes == 0 || tree_bytes_ <= limits_.max_tree_bytes) return true;
+    return Fail(ErrorCode::kTooLarge,
+                "the body's JSON takes more than " + std::to_string(limits_.max_tree_bytes >> 20) +
+                    " MiB of memory once parsed (many small values): send fewer",
+                "json_too_large");
+  }
+
   bool Open(nlohmann::detail::value_t type) {
     if (static_cast<int>(stack_.size()) >= limits_.max_depth) {
       return Fail(
@@ -216,6 +233,7 @@ class BoundedDomBuilder {
   const JsonLimits& limits_;
   std::vector<Frame> stack_;
   size_t values_ = 0;
+  size_t tree_bytes_ = 0;
   std::optional<JsonBodyError> error_;
 };
 

@@ -28,7 +28,19 @@ struct JsonLimits {
   size_t max_key_bytes = size_t{4} << 10;    // a property name, not data
   size_t max_string_bytes = size_t{64} << 20;
   size_t max_values = size_t{1} << 21;  // 2,097,152 values of any kind in the whole body
+  // The parsed tree's memory, estimated as it grows (each value's node, each object member's key
+  // and slot, each string's bytes); 0: unbounded. A body of many small objects expands ~6x in
+  // memory, so a server that reserves a multiple of the body size per request bounds the tree
+  // with TreeBytesFor: the reservation then covers what parsing allocates.
+  size_t max_tree_bytes = 0;
 };
+
+// The tree bound for a body of `body_bytes`: twice the body (with the body itself, within the
+// 3x a server reserves per request), at least 64 MiB (a prompt of short token ids, "1,", expands
+// 8x; its largest legal size stays well under this floor).
+inline size_t TreeBytesFor(size_t body_bytes) {
+  return body_bytes * 2 > (size_t{64} << 20) ? body_bytes * 2 : size_t{64} << 20;
+}
 
 // Why a body was refused. code(): kInvalidArgument for malformed JSON, nesting over the depth
 // limit or a number that overflows a double; kTooLarge for a count or size over its limit.

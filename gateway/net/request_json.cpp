@@ -38,6 +38,7 @@ int JsonNestingDepth(std::string_view text, int stop_after) {
 nlohmann::json ParseRequestJson(std::string_view text, int max_depth) {
   JsonLimits limits;
   limits.max_depth = max_depth;
+  limits.max_tree_bytes = TreeBytesFor(text.size());
   try {
     return ParseBoundedJson(text, limits);
   } catch (const JsonBodyError& e) {

@@ -16,7 +16,9 @@ Json ParseRequestBody(std::string_view body, const ApiLimits& limits) {
   }
   Json j;
   try {
-    j = ParseBoundedOrderedJson(body, limits.json);
+    JsonLimits json_limits = limits.json;
+    if (json_limits.max_tree_bytes == 0) json_limits.max_tree_bytes = TreeBytesFor(body.size());
+    j = ParseBoundedOrderedJson(body, json_limits);
   } catch (const JsonBodyError& e) {
     throw RequestError(e.code(), e.what(), e.field(),
                        e.slug() == "json_too_deep" ? "invalid_json" : e.slug());

@@ -19,6 +19,7 @@ ApiLimits Unbounded() {
   l.json.max_object_keys = size_t{1} << 30;
   l.json.max_array_items = size_t{1} << 30;
   l.json.max_values = size_t{1} << 30;
+  l.json.max_tree_bytes = size_t{1} << 40;
   return l;
 }
 
@@ -154,4 +155,32 @@ TEST_CASE("a number too large for a double is a 400 naming its field") {
   CHECK(e.http_status() == 400);
   CHECK(e.param() == "");
   CHECK(std::string(e.what()).find("a number in the body") != std::string::npos);
+}
+
+TEST_CASE(
+    "a body whose parsed tree outgrows twice its size (and 64 MiB) is refused while parsing") {
+  // 48 MB of tiny objects: ~8x in memory once parsed, over the 96 MB its size allows.
+  std::string body = R"({"messages":[{"role":"user","content":[)";
+  const std::string part = R"({"type":"text","text":"ab"},)";
+  while (body.size() < (size_t{48} << 20)) body += part;
+  body.back() = ']';
+  body += "}]}";
+  ApiLimits limits;
+  limits.max_body_bytes = size_t{1} << 30;
+  limits.json.max_values = size_t{1} << 30;
+  limits.json.max_array_items = size_t{1} << 30;
+  try {
+    (void)ParseRequestBody(body, limits);
+    FAIL("a 48 MB body of tiny objects was parsed whole");
+  } catch (const RequestError& e) {
+    CHECK(e.code() == m3::ErrorCode::kTooLarge);
+    CHECK(std::string(e.what()).find("MiB of memory once parsed") != std::string::npos);
+  }
+  // The same shape under the 64 MiB floor parses: a legal prompt of short token ids ("1,")
+  // expands as much.
+  std::string ids = R"({"prompt":[)";
+  for (int i = 0; i < 1000000; ++i) ids += "1,";
+  ids.back() = ']';
+  ids += "}";
+  CHECK(ParseRequestBody(ids, limits)["prompt"].size() == 1000000);
 }
