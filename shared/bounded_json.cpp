@@ -239,6 +239,12 @@ class BoundedDomBuilder {
 
 template <class Json>
 Json ParseBounded(std::string_view text, const JsonLimits& limits) {
+  // nlohmann's lexer takes a NUL byte for the end of the input, so "0\0{{{..." would parse as 0
+  // with the rest unread (found by the libFuzzer harness); JSON text never holds a raw NUL.
+  if (text.find('\0') != std::string_view::npos)
+    throw JsonBodyError(ErrorCode::kInvalidArgument,
+                        "request body is not valid JSON: it contains a NUL byte", "",
+                        "invalid_json");
   Json root;
   BoundedDomBuilder<Json> builder(root, limits);
   if (!Json::sax_parse(text.begin(), text.end(), &builder)) {

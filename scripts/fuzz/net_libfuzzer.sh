@@ -20,7 +20,8 @@ $CXX -std=c++20 -O1 -g -fno-omit-frame-pointer \
   "$root/gateway/preprocess/preprocess_request.cpp" "$root/gateway/net/api_error.cpp" \
   "$root/gateway/content/content_part.cpp" "$root/gateway/content/json_type_name.cpp" \
   "$root/gateway/net/media_sniffer.cpp" "$root/gateway/unicode/utf8.cpp" \
-  "$root/shared/error.cpp" \
+  "$root/gateway/net/printable_excerpt.cpp" \
+  "$root/shared/error.cpp" "$root/shared/bounded_json.cpp" \
   $(pkg-config --cflags --libs libutf8proc) -o "$work/m3-net-libfuzzer"
 # Seeds: one request of each kind (first byte: even = HTTP, odd = JSON).
 printf '\000GET /health HTTP/1.1\r\nHost: x\r\n\r\n' > "$work/corpus/http_get"

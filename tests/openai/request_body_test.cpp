@@ -184,3 +184,15 @@ TEST_CASE(
   ids += "}";
   CHECK(ParseRequestBody(ids, limits)["prompt"].size() == 1000000);
 }
+
+TEST_CASE("a NUL byte ends no body early") {
+  // nlohmann's lexer stops at a NUL: "0\0{{{" must not parse as 0 with the rest unread.
+  const std::string body("{\"a\":0}\0{{{{", 12);
+  try {
+    (void)ParseRequestBody(body, ApiLimits{});
+    FAIL("a body with a NUL byte was parsed");
+  } catch (const RequestError& e) {
+    CHECK(e.code() == m3::ErrorCode::kInvalidArgument);
+    CHECK(std::string(e.what()).find("NUL") != std::string::npos);
+  }
+}
