@@ -104,6 +104,10 @@ EngineCore::EngineCore(std::unique_ptr<ModelRunner> runner, const EngineConfig& 
       std::make_unique<KvCacheManager>(config_.kv_pages, config_.page_size, config_.prefix_caching);
   encoder_cache_ = std::make_unique<EncoderCache>(config_.encoder_cache_bytes);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_, *encoder_cache_);
+  if (config_.speculative.enabled())
+    spec_ = std::make_unique<SpeculativeDecoder>(
+        config_.speculative, spec::MakeDraftProposer(config_.speculative),
+        config_.speculative.backoff_free_rows, info_.max_model_len);
   // What each device holds, once: weights, the KV cache, and what is left.
   const int64_t kv_bytes = config_.kv_pages * runner_->KvBytesPerPage(config_.page_size);
   for (const RunnerInfo::DeviceWeights& r : info_.ranks) {
@@ -217,6 +221,11 @@ void EngineCore::PublishStats() {
   s.prefix_hit_tokens = scheduler_->prefix_hit_tokens();
   s.encoder_cache_hits = encoder_cache_->hits();
   s.encoder_cache_misses = encoder_cache_->misses();
+  if (spec_) {
+    s.spec_proposed = spec_->stats().proposed;
+    s.spec_accepted = spec_->stats().accepted;
+    s.spec_steps = spec_->stats().steps;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   stats_ = s;
 }
@@ -324,6 +333,7 @@ void EngineCore::Loop() {
 }
 
 void EngineCore::Step() {
+  if (spec_) spec_->Propose(scheduler_->running());
   ScheduledStep step = scheduler_->Schedule();
   RunScheduledEncodes(step, *runner_, *encoder_cache_);
   scheduler_->BuildBatch(step);
@@ -342,8 +352,13 @@ void EngineCore::Step() {
   }
   // Sampled where the runner's logits are (on a GPU runner only tokens and logprobs come back).
   std::vector<SampleRow> rows(step.sampled.size());
-  for (size_t i = 0; i < step.sampled.size(); ++i)
-    rows[i] = {&step.sampled[i]->sampling(), step.sampled[i]->prompt(), step.sampled[i]->output()};
+  if (spec_) {
+    spec_->SampleRows(step, rows);
+  } else {
+    for (size_t i = 0; i < step.sampled.size(); ++i)
+      rows[i] = {&step.sampled[i]->sampling(), step.sampled[i]->prompt(),
+                 step.sampled[i]->output()};
+  }
   try {
     runner_->ExecuteAndSample(step.batch, rows, sampled_);
   } catch (const std::exception& e) {
@@ -352,6 +367,39 @@ void EngineCore::Step() {
     return;
   }
   ++steps_;
+  // The tokens each sampled sequence emits: one, or a verified sequence's accepted drafts and
+  // the target's pick after them, cut at the first that finishes it. They join the sequence
+  // before Commit, which counts a verified sequence's kept tokens as its computed rows.
+  emitted_.resize(step.sampled.size());
+  if (spec_) {
+    spec_->Accept(step, sampled_, emitted_);
+  } else {
+    for (size_t i = 0; i < step.sampled.size(); ++i) emitted_[i].assign(1, std::move(sampled_[i]));
+  }
+  std::vector<FinishReason> reasons(step.sampled.size(), FinishReason::kNone);
+  for (size_t i = 0; i < step.sampled.size(); ++i) {
+    Sequence* s = step.sampled[i];
+    const SamplingParams& p = s->sampling();
+    size_t kept = 0;
+    while (kept < emitted_[i].size() && reasons[i] == FinishReason::kNone) {
+      const int32_t token = emitted_[i][kept++].token;
+      s->AppendToken(token);
+      auto in = [&](const std::vector<int32_t>& ids) {
+        return std::find(ids.begin(), ids.end(), token) != ids.end();
+      };
+      if (in(p.stop_token_ids) || (!p.ignore_eos && in(p.eos_token_ids))) {
+        reasons[i] = FinishReason::kStop;
+      } else if (s->num_generated() >= p.max_tokens ||
+                 static_cast<int64_t>(s->tokens().size()) >= info_.max_model_len) {
+        reasons[i] = FinishReason::kLength;
+      }
+    }
+    emitted_[i].resize(kept);
+    generated_tokens_ += static_cast<int64_t>(kept);
+    const auto at = std::find(step.seqs.begin(), step.seqs.end(), s) - step.seqs.begin();
+    if (at >= step.num_decodes && at < step.num_decodes + step.num_verifies)
+      step.rows[static_cast<size_t>(at)] = static_cast<int64_t>(kept);
+  }
   scheduler_->Commit(step);
   // Before any output of this step goes out, so a client that saw a token sees its pages.
   PublishStats();
@@ -359,22 +407,12 @@ void EngineCore::Step() {
   for (size_t i = 0; i < step.sampled.size(); ++i) {
     Sequence* s = step.sampled[i];
     const SamplingParams& p = s->sampling();
-    const int32_t token = sampled_[i].token;
-    s->AppendToken(token);
-    ++generated_tokens_;
     RequestOutput out;
-    out.tokens.push_back(token);
-    if (p.return_logprobs) out.logprobs.push_back(std::move(sampled_[i]));
-    FinishReason reason = FinishReason::kNone;
-    auto in = [&](const std::vector<int32_t>& ids) {
-      return std::find(ids.begin(), ids.end(), token) != ids.end();
-    };
-    if (in(p.stop_token_ids) || (!p.ignore_eos && in(p.eos_token_ids))) {
-      reason = FinishReason::kStop;
-    } else if (s->num_generated() >= p.max_tokens ||
-               static_cast<int64_t>(s->tokens().size()) >= info_.max_model_len) {
-      reason = FinishReason::kLength;
+    for (SampledToken& t : emitted_[i]) {
+      out.tokens.push_back(t.token);
+      if (p.return_logprobs) out.logprobs.push_back(std::move(t));
     }
+    const FinishReason reason = reasons[i];
     if (reason == FinishReason::kNone) {
       Emit(s, std::move(out));
       continue;

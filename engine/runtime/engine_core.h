@@ -21,6 +21,8 @@
 #include "engine/runtime/engine_request.h"
 #include "engine/runtime/kv_cache_manager.h"
 #include "engine/runtime/scheduler.h"
+#include "engine/runtime/speculative_decoder.h"
+#include "engine/spec/speculative_config.h"
 #include "engine/step/batch_sampler.h"
 #include "engine/step/model_runner.h"
 #include "shared/generation_config.h"
@@ -38,7 +40,8 @@ struct EngineConfig {
   double gpu_memory_fraction = 0;
   bool prefix_caching = true;
   int64_t encoder_cache_bytes = int64_t{512} << 20;
-  GenerationConfig generation;  // defaults for requests (generation_config.json)
+  GenerationConfig generation;          // defaults for requests (generation_config.json)
+  spec::SpeculativeConfig speculative;  // off unless a method is set
 };
 
 struct EngineStats {
@@ -48,6 +51,8 @@ struct EngineStats {
   double kv_usage = 0;
   int64_t steps = 0, preemptions = 0, generated_tokens = 0, prefix_hit_tokens = 0;
   int64_t encoder_cache_hits = 0, encoder_cache_misses = 0;
+  // Speculative decoding: drafts verified, drafts accepted, verified sequence-steps.
+  int64_t spec_proposed = 0, spec_accepted = 0, spec_steps = 0;
 };
 
 class EngineCore {
@@ -94,6 +99,8 @@ class EngineCore {
   std::unique_ptr<EncoderCache> encoder_cache_;
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<SampledToken> sampled_;
+  std::unique_ptr<SpeculativeDecoder> spec_;  // null: no speculation
+  std::vector<std::vector<SampledToken>> emitted_;
   uint64_t next_arrival_ = 0;
 
   mutable std::mutex mu_;

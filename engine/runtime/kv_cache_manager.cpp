@@ -96,6 +96,14 @@ void KvCacheManager::Free(std::vector<int32_t>& table) {
   table.clear();
 }
 
+void KvCacheManager::Truncate(std::vector<int32_t>& table, int64_t tokens) {
+  const size_t keep = static_cast<size_t>(PagesFor(tokens));
+  if (table.size() <= keep) return;
+  std::vector<int32_t> tail(table.begin() + static_cast<std::ptrdiff_t>(keep), table.end());
+  table.resize(keep);
+  Free(tail);
+}
+
 void KvCacheManager::ResetPrefixCache() {
   for (int32_t p : evictable_) {
     Unregister(p);

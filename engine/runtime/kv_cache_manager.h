@@ -40,6 +40,10 @@ class KvCacheManager {
   // Registers a computed full page under its chain hash (first writer wins: a page whose hash
   // is already registered elsewhere simply stays private).
   void Register(int32_t page, uint64_t chain_hash);
+  // Gives back the pages of `table` beyond those covering `tokens` positions (speculative
+  // decoding's rejected drafts), tail first. Never a registered page: those hold computed
+  // positions, which a caller keeps.
+  void Truncate(std::vector<int32_t>& table, int64_t tokens);
   // Drops the sequence's references (the table is cleared). Tail pages are queued for
   // eviction before head pages, since a shared prefix is more likely to be asked for again.
   void Free(std::vector<int32_t>& table);

@@ -13,7 +13,11 @@ void ScheduledStep::Unschedule(const Sequence* seq) {
   auto it = std::find(seqs.begin(), seqs.end(), seq);
   if (it != seqs.end()) {
     const auto i = it - seqs.begin();
-    if (i < num_decodes) --num_decodes;
+    if (i < num_decodes) {
+      --num_decodes;
+    } else if (i < num_decodes + num_verifies) {
+      --num_verifies;
+    }
     seqs.erase(it);
     rows.erase(rows.begin() + i);
   }
@@ -72,6 +76,7 @@ void Scheduler::Preempt(Sequence* seq, ScheduledStep& step) {
   kv_.Free(seq->block_table);
   seq->num_computed = 0;
   seq->num_registered_pages = 0;
+  seq->drafts.clear();
   for (auto& f : seq->features) f.reset();
   for (ScheduledEncode& e : step.encodes) {
     if (e.source.seq == seq) e.source.preempted = true;
@@ -143,7 +148,8 @@ ScheduledStep Scheduler::Schedule() {
   ScheduledStep step;
   int64_t budget = config_.max_batched_tokens;
 
-  // Decodes first, oldest first.
+  // Decodes first, oldest first; those with drafts to verify go after the plain ones.
+  std::vector<Sequence*> verifies;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* s = running_[i];
     const int64_t remaining = static_cast<int64_t>(s->tokens().size()) - s->num_computed;
@@ -157,15 +163,33 @@ ScheduledStep Scheduler::Schedule() {
       ++i;
       continue;
     }
+    // Drafts take free pages and budget only: they never preempt anyone.
+    if (static_cast<int64_t>(s->drafts.size()) >= budget)
+      s->drafts.resize(static_cast<size_t>(budget - 1));
+    if (!s->drafts.empty() &&
+        !kv_.Allocate(s->block_table, s->num_computed + 1 + static_cast<int64_t>(s->drafts.size())))
+      s->drafts.clear();
     const bool ok = EnsurePages(s, s->num_computed + 1, step);
     if (i < running_.size() && running_[i] != s) continue;  // s was preempted
     ++i;
-    if (!ok) continue;
-    step.seqs.push_back(s);
-    step.rows.push_back(1);
-    --budget;
+    if (!ok) {
+      s->drafts.clear();
+      continue;
+    }
+    if (!s->drafts.empty()) {
+      verifies.push_back(s);
+    } else {
+      step.seqs.push_back(s);
+      step.rows.push_back(1);
+    }
+    budget -= 1 + static_cast<int64_t>(s->drafts.size());
   }
   step.num_decodes = static_cast<int32_t>(step.seqs.size());
+  for (Sequence* s : verifies) {
+    step.seqs.push_back(s);
+    step.rows.push_back(1 + static_cast<int64_t>(s->drafts.size()));
+  }
+  step.num_verifies = static_cast<int32_t>(verifies.size());
 
   auto schedule_chunk = [&](Sequence* s, bool admitting) -> bool {
     const int64_t remaining = static_cast<int64_t>(s->tokens().size()) - s->num_computed;
@@ -262,14 +286,18 @@ void Scheduler::BuildBatch(ScheduledStep& step) const {
     const int64_t pages = kv_.PagesFor(end);
     std::copy(s->block_table.begin(), s->block_table.begin() + pages,
               b.block_tables.begin() + static_cast<int64_t>(i) * max_pages);
+    const int64_t known = static_cast<int64_t>(s->tokens().size());
     for (int64_t pos = start; pos < end; ++pos) {
-      b.token_ids.push_back(s->tokens()[static_cast<size_t>(pos)]);
+      b.token_ids.push_back(pos < known ? s->tokens()[static_cast<size_t>(pos)]
+                                        : s->drafts[static_cast<size_t>(pos - known)]);
       b.positions.push_back(static_cast<int32_t>(pos));
       b.slot_mapping.push_back(static_cast<int64_t>(s->block_table[pos / ps]) * ps + pos % ps);
     }
     b.query_start.push_back(static_cast<int32_t>(b.token_ids.size()));
-    if (end == static_cast<int64_t>(s->tokens().size())) {
-      b.logits_rows.push_back(static_cast<int32_t>(b.token_ids.size() - 1));
+    if (end >= known) {
+      // A verified sequence wants the logits of its last token's row and of every draft's.
+      for (int64_t r = first_row + (known - 1 - start); r < first_row + (end - start); ++r)
+        b.logits_rows.push_back(static_cast<int32_t>(r));
       step.sampled.push_back(s);
     }
     const auto& segs = s->segments();
@@ -297,6 +325,11 @@ void Scheduler::Commit(const ScheduledStep& step) {
   for (size_t i = 0; i < step.seqs.size(); ++i) {
     Sequence* s = step.seqs[i];
     s->num_computed += step.rows[i];
+    if (static_cast<int64_t>(i) >= step.num_decodes &&
+        static_cast<int64_t>(i) < step.num_decodes + step.num_verifies) {
+      s->drafts.clear();
+      kv_.Truncate(s->block_table, s->num_computed + 1);
+    }
     if (kv_.prefix_caching()) {
       const int64_t full = s->num_computed / ps;
       if (full > s->num_registered_pages) {

@@ -57,6 +57,10 @@ struct ScheduledStep {
   std::vector<Sequence*> seqs;  // batch order (decodes first)
   std::vector<int64_t> rows;    // rows of each in this step
   int32_t num_decodes = 0;
+  // Speculative decodes, right after the plain ones: seqs[num_decodes, + num_verifies) run
+  // their last token and seq->drafts (1 + drafts rows, logits for each). The engine sets their
+  // rows to the tokens it kept before Commit.
+  int32_t num_verifies = 0;
   // Run before the forward (RunScheduledEncodes). An encode may be planned for a sequence that
   // then got no pages this step: its features wait in the sequence for the next one.
   std::vector<ScheduledEncode> encodes;
@@ -95,12 +99,14 @@ class Scheduler {
   // the step reaches needs its features by then).
   void BuildBatch(ScheduledStep& step) const;
   // After the step ran: advances num_computed, offers newly full pages to the prefix cache and
-  // drops media features no longer needed.
+  // drops media features no longer needed; verified sequences give back their rejected drafts'
+  // pages.
   void Commit(const ScheduledStep& step);
 
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  const std::vector<Sequence*>& running() const { return running_; }
   int64_t total_preemptions() const { return total_preemptions_; }
   int64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }
   std::vector<std::string> Ids() const;

@@ -64,6 +64,9 @@ class Sequence {
   std::vector<std::shared_ptr<const EncoderOutput>> features;  // per segment, while needed
   bool running = false;
   int64_t num_preemptions = 0;
+  // Speculative decoding: draft tokens to verify after the last token this step (never part of
+  // tokens(); engine/runtime/speculative_decoder.h).
+  std::vector<int32_t> drafts;
 
   OutputSink sink;
 

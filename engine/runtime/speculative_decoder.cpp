@@ -1,0 +1,107 @@
+// SpeculativeDecoder: proposals before the step, verify rows and acceptance after it.
+#include "engine/runtime/speculative_decoder.h"
+
+#include <algorithm>
+
+#include "engine/spec/draft_acceptance.h"
+#include "shared/error.h"
+
+namespace m3::engine {
+
+SpeculativeDecoder::SpeculativeDecoder(const spec::SpeculativeConfig& config,
+                                       std::unique_ptr<spec::DraftProposer> proposer,
+                                       int64_t free_rows, int64_t max_model_len)
+    : config_(config),
+      proposer_(std::move(proposer)),
+      backoff_(config.num_speculative_tokens, free_rows),
+      max_model_len_(max_model_len) {
+  Require(proposer_ != nullptr, ErrorCode::kInternal, "speculative decoding without a proposer");
+}
+
+void SpeculativeDecoder::Propose(std::span<Sequence* const> running) {
+  requests_.clear();
+  proposing_.clear();
+  int64_t decodes = 0;
+  for (Sequence* s : running) {
+    s->drafts.clear();
+    const int64_t known = static_cast<int64_t>(s->tokens().size());
+    if (s->num_generated() > 0 && known - s->num_computed == 1) ++decodes;
+  }
+  const int64_t k = config_.backoff && config_.forced_acceptance < 0
+                        ? backoff_.DraftsFor(decodes)
+                        : config_.num_speculative_tokens;
+  if (k <= 0) {
+    backoff_.Record(0, 0);
+    return;
+  }
+  for (Sequence* s : running) {
+    const int64_t known = static_cast<int64_t>(s->tokens().size());
+    if (s->num_generated() == 0 || known - s->num_computed != 1) continue;
+    // Drafts past the request's last token or the context are never used.
+    const int64_t room =
+        std::min(s->sampling().max_tokens - s->num_generated() - 1, max_model_len_ - known);
+    const int64_t n = std::min(k, room);
+    if (n <= 0) continue;
+    requests_.push_back({s->tokens(), s->prompt_len(), n});
+    proposing_.push_back(s);
+  }
+  if (requests_.empty()) return;
+  proposer_->Propose(requests_, drafts_);
+  for (size_t i = 0; i < proposing_.size(); ++i) {
+    std::vector<int32_t>& d = drafts_[i];
+    if (config_.forced_acceptance >= 0 && !d.empty() &&
+        static_cast<int64_t>(d.size()) < requests_[i].max_drafts) {
+      // The measuring hook verifies k drafts every step: what the proposer found, repeated.
+      while (static_cast<int64_t>(d.size()) < requests_[i].max_drafts) d.push_back(d.back());
+    } else if (config_.forced_acceptance >= 0 && d.empty()) {
+      d.assign(static_cast<size_t>(requests_[i].max_drafts), requests_[i].tokens.back());
+    }
+    proposing_[i]->drafts = std::move(d);
+  }
+}
+
+void SpeculativeDecoder::SampleRows(const ScheduledStep& step, std::vector<SampleRow>& rows) {
+  rows.clear();
+  histories_.resize(step.sampled.size());
+  for (size_t i = 0; i < step.sampled.size(); ++i) {
+    const Sequence* s = step.sampled[i];
+    if (s->drafts.empty()) {
+      rows.push_back({&s->sampling(), s->prompt(), s->output()});
+    } else {
+      spec::AppendVerifyRows(s->sampling(), s->prompt(), s->output(), s->drafts, histories_[i],
+                             rows);
+    }
+  }
+}
+
+void SpeculativeDecoder::Accept(const ScheduledStep& step, std::span<const SampledToken> picks,
+                                std::vector<std::vector<SampledToken>>& emitted) {
+  emitted.resize(step.sampled.size());
+  size_t row = 0;
+  int64_t proposed = 0, accepted = 0;
+  for (size_t i = 0; i < step.sampled.size(); ++i) {
+    const Sequence* s = step.sampled[i];
+    const std::vector<int32_t>& d = s->drafts;
+    Require(row + d.size() < picks.size(), ErrorCode::kInternal,
+            "speculative decoding: fewer picks than verify rows");
+    const int64_t a =
+        spec::AcceptedDrafts(d, picks.subspan(row, d.size() + 1), config_.forced_acceptance,
+                             s->sampling().seed, static_cast<uint64_t>(s->num_generated()));
+    emitted[i].clear();
+    for (int64_t j = 0; j <= a; ++j) emitted[i].push_back(picks[row + static_cast<size_t>(j)]);
+    // Forced acceptance keeps the draft where the target picked otherwise.
+    for (int64_t j = 0; j < a; ++j)
+      emitted[i][static_cast<size_t>(j)].token = d[static_cast<size_t>(j)];
+    if (!d.empty()) {
+      proposed += static_cast<int64_t>(d.size());
+      accepted += a;
+      ++stats_.steps;
+    }
+    row += d.size() + 1;
+  }
+  stats_.proposed += proposed;
+  stats_.accepted += accepted;
+  backoff_.Record(proposed, accepted);
+}
+
+}  // namespace m3::engine
