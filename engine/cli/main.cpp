@@ -12,7 +12,9 @@
 
 #include "engine/cli/arg_parser.h"
 #include "engine/cli/cache_options.h"
+#include "engine/cli/engine_generate.h"
 #include "engine/cli/quantize_command.h"
+#include "engine/cli/speculative_options.h"
 #ifdef M3_ENGINE_SERVER
 #include "engine/cli/serve_command.h"
 #endif
@@ -37,6 +39,16 @@ constexpr const char* kUsage =
     "      [--temperature T] [--top-p P] [--top-k K] [--seed S] [--ignore-eos]\n"
     "      sampling defaults come from the model's generation_config.json (else greedy)\n"
     "      prints {\"tokens\":[...]} as the last stdout line\n"
+    "      [--speculative-method eagle3|mtp|ngram|none] [--speculative-model DIR]\n"
+    "      [--num-speculative-tokens K] [--ngram-min N] [--ngram-max N]\n"
+    "      [--speculative-backoff on|off] (generate and serve): speculative decoding, k drafts\n"
+    "      (default 3) per sequence verified in one target forward, exact (greedy output and\n"
+    "      seeded draws as without it); ngram: prompt lookup of the last ngram-min..ngram-max\n"
+    "      (default 1..4) tokens; generate then runs through the serving engine and prints\n"
+    "      {\"tokens\":[...],\"speculative\":{\"proposed\":P,\"accepted\":A,\"steps\":S}};\n"
+    "      the back-off (default on) lowers k per step from measured acceptance and batch\n"
+    "      size; env M3_SPEC_FORCE_ACCEPTANCE=r (measuring only, breaks exactness): k drafts\n"
+    "      every decode, each accepted with probability r whatever the target says\n"
     "  m3-engine serve --model DIR --port P [--host H] [--device cpu|cuda[:N]] [--max-num-seqs N]\n"
     "      [--max-batched-tokens N] [--kv-pages N | --kv-memory GiB | --gpu-memory-fraction F]\n"
     "      [--page-size N] [--cuda-graphs on|off] [--tensor-parallel N] [--expert-parallel N]\n"
@@ -99,14 +111,31 @@ int RunLogits(const std::vector<std::string>& args) {
   return 0;
 }
 
+// generate's last stdout line: {"tokens":[...]} and, with speculation, its counters.
+std::string TokensJson(const std::vector<int32_t>& tokens, const EngineStats* spec) {
+  std::string line = "{\"tokens\":[";
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i) line += ',';
+    line += std::to_string(tokens[i]);
+  }
+  line += "]";
+  if (spec)
+    line += ",\"speculative\":{\"proposed\":" + std::to_string(spec->spec_proposed) +
+            ",\"accepted\":" + std::to_string(spec->spec_accepted) +
+            ",\"steps\":" + std::to_string(spec->spec_steps) + "}";
+  return line + "}";
+}
+
 int RunGenerate(const std::vector<std::string>& args) {
   ArgParser p;
   for (const char* o : {"model", "inputs", "max-new-tokens", "temperature", "top-p", "top-k",
                         "seed", "device", "index-key-cache", "load-format", "kv-cache-dtype"})
     p.AddOption(o);
   p.AddFlag("ignore-eos");
+  AddSpeculativeOptions(p);
   p.Parse(args);
   const std::string model_dir = p.Required("model");
+  const spec::SpeculativeConfig speculative = SpeculativeOptions(p);
   // generation_config.json's sampling values are the defaults; do_sample false means greedy.
   const GenerationConfig gen = LoadGenerationConfig(model_dir);
   const bool sample = gen.do_sample.value_or(true);
@@ -131,15 +160,28 @@ int RunGenerate(const std::vector<std::string>& args) {
   device.dummy_weights =
       p.Choice("load-format", {"auto", "safetensors", "dummy"}, "auto") == "dummy";
   ModelInputs inputs = ReadModelInputs(p.Required("inputs"));
+  if (speculative.enabled()) {
+    // Through the serving engine, where speculation runs: the whole prompt and its drafts'
+    // verify steps in one KV cache sized for this request.
+    EngineConfig cfg;
+    cfg.speculative = speculative;
+    cfg.scheduler.max_num_seqs = 1;  // the KV cache then holds one full context
+    device.max_num_seqs = 1;
+    SamplingRequest req;
+    req.temperature = opt.sampling.temperature;
+    req.top_p = opt.sampling.top_p;
+    req.top_k = opt.sampling.top_k;
+    req.seed = opt.sampling.seed;
+    req.max_tokens = std::max<int64_t>(opt.max_new_tokens, 1);
+    req.ignore_eos = opt.ignore_eos;
+    EngineGenerateResult r = EngineGenerate(model_dir, device, cfg, inputs, req);
+    if (opt.max_new_tokens == 0) r.tokens.clear();
+    std::cout << TokensJson(r.tokens, &r.stats) << std::endl;
+    return 0;
+  }
   auto model = LoadModel(model_dir, {}, device);
   std::vector<int64_t> tokens = Generate(*model, inputs, opt);
-  std::string line = "{\"tokens\":[";
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (i) line += ',';
-    line += std::to_string(tokens[i]);
-  }
-  line += "]}";
-  std::cout << line << std::endl;
+  std::cout << TokensJson(std::vector<int32_t>(tokens.begin(), tokens.end()), nullptr) << std::endl;
   return 0;
 }
 

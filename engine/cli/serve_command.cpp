@@ -7,6 +7,7 @@
 
 #include "engine/cli/arg_parser.h"
 #include "engine/cli/cache_options.h"
+#include "engine/cli/speculative_options.h"
 #include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "engine/server/engine_server.h"
@@ -43,6 +44,7 @@ int RunServe(const std::vector<std::string>& args) {
   p.AddOption("all-reduce");
   p.AddOption("kv-cache-dtype");
   p.AddFlag("no-prefix-caching");
+  AddSpeculativeOptions(p);
   p.Parse(args);
   const std::string model_dir = p.Required("model");
   Require(p.Has("port"), ErrorCode::kInvalidArgument, "--port is required (0: any free port)");
@@ -64,6 +66,7 @@ int RunServe(const std::vector<std::string>& args) {
   cfg.prefix_caching = !p.Has("no-prefix-caching");
   cfg.encoder_cache_bytes = p.IntIn("encoder-cache-mb", 512, 0, int64_t{1} << 30) << 20;
   cfg.generation = LoadGenerationConfig(model_dir);
+  cfg.speculative = SpeculativeOptions(p);
 
   server::ServerOptions so;
   // Loopback unless --host says otherwise: an engine has no authentication of its own unless
