@@ -165,6 +165,7 @@ int RunGenerate(const std::vector<std::string>& args) {
     // verify steps in one KV cache sized for this request.
     EngineConfig cfg;
     cfg.speculative = speculative;
+    cfg.speculative.target_model_dir = model_dir;
     cfg.scheduler.max_num_seqs = 1;  // the KV cache then holds one full context
     device.max_num_seqs = 1;
     SamplingRequest req;

@@ -67,6 +67,7 @@ int RunServe(const std::vector<std::string>& args) {
   cfg.encoder_cache_bytes = p.IntIn("encoder-cache-mb", 512, 0, int64_t{1} << 30) << 20;
   cfg.generation = LoadGenerationConfig(model_dir);
   cfg.speculative = SpeculativeOptions(p);
+  cfg.speculative.target_model_dir = model_dir;
 
   server::ServerOptions so;
   // Loopback unless --host says otherwise: an engine has no authentication of its own unless

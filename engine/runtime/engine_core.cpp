@@ -104,10 +104,14 @@ EngineCore::EngineCore(std::unique_ptr<ModelRunner> runner, const EngineConfig& 
       std::make_unique<KvCacheManager>(config_.kv_pages, config_.page_size, config_.prefix_caching);
   encoder_cache_ = std::make_unique<EncoderCache>(config_.encoder_cache_bytes);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_, *encoder_cache_);
-  if (config_.speculative.enabled())
+  if (config_.speculative.enabled()) {
     spec_ = std::make_unique<SpeculativeDecoder>(
-        config_.speculative, spec::MakeDraftProposer(config_.speculative),
+        config_.speculative,
+        spec::MakeDraftProposer(config_.speculative, info_.num_layers, info_.hidden_size,
+                                info_.vocab_size),
         config_.speculative.backoff_free_rows, info_.max_model_len);
+    if (const CaptureRequest c = spec_->capture(); c.out) runner_->SetCapture(c);
+  }
   // What each device holds, once: weights, the KV cache, and what is left.
   const int64_t kv_bytes = config_.kv_pages * runner_->KvBytesPerPage(config_.page_size);
   for (const RunnerInfo::DeviceWeights& r : info_.ranks) {
@@ -401,6 +405,7 @@ void EngineCore::Step() {
       step.rows[static_cast<size_t>(at)] = static_cast<int64_t>(kept);
   }
   scheduler_->Commit(step);
+  if (spec_) spec_->Observe(step);
   // Before any output of this step goes out, so a client that saw a token sees its pages.
   PublishStats();
 

@@ -16,11 +16,57 @@ SpeculativeDecoder::SpeculativeDecoder(const spec::SpeculativeConfig& config,
       backoff_(config.num_speculative_tokens, free_rows),
       max_model_len_(max_model_len) {
   Require(proposer_ != nullptr, ErrorCode::kInternal, "speculative decoding without a proposer");
+  layers_ = proposer_->target_layers();
+}
+
+CaptureRequest SpeculativeDecoder::capture() {
+  CaptureRequest c;
+  if (layers_.empty()) return c;
+  c.hidden_states = true;
+  c.out = &captured_;
+  return c;
+}
+
+void SpeculativeDecoder::Observe(const ScheduledStep& step) {
+  if (layers_.empty()) return;
+  std::vector<const float*> layer_rows;
+  int64_t width = 0;
+  for (int64_t l : layers_) {
+    const std::string name = "hidden_states." + std::to_string(l);
+    auto it = std::find_if(captured_.begin(), captured_.end(),
+                           [&](const auto& t) { return t.first == name; });
+    Require(it != captured_.end() && it->second.shape().size() == 2 &&
+                it->second.shape()[0] == step.batch.num_rows(),
+            ErrorCode::kInternal, "speculative decoding: the runner captured no " + name);
+    width = it->second.shape()[1];
+    layer_rows.push_back(it->second.template as<float>().data());
+  }
+  std::vector<spec::ObservedRows> rows;
+  for (size_t i = 0; i < step.seqs.size(); ++i) {
+    const Sequence* s = step.seqs[i];
+    spec::ObservedRows o;
+    o.id = s->id();
+    o.tokens = s->tokens();
+    o.first_position = step.batch.context_lens[i];
+    // Rows whose next token is known (all the kept ones: a chunk either ends before the last
+    // prompt token or its step sampled the token after it).
+    o.rows = std::min<int64_t>(step.rows[i],
+                               static_cast<int64_t>(s->tokens().size()) - 1 - o.first_position);
+    for (const float* base : layer_rows)
+      o.hidden.push_back(base + static_cast<int64_t>(step.batch.query_start[i]) * width);
+    rows.push_back(std::move(o));
+  }
+  proposer_->Observe(rows);
+  captured_.clear();
 }
 
 void SpeculativeDecoder::Propose(std::span<Sequence* const> running) {
   requests_.clear();
   proposing_.clear();
+  captured_.clear();  // a failed step's
+  std::vector<std::string_view> live;
+  for (const Sequence* s : running) live.push_back(s->id());
+  proposer_->Retain(live);
   int64_t decodes = 0;
   for (Sequence* s : running) {
     s->drafts.clear();
@@ -42,7 +88,7 @@ void SpeculativeDecoder::Propose(std::span<Sequence* const> running) {
         std::min(s->sampling().max_tokens - s->num_generated() - 1, max_model_len_ - known);
     const int64_t n = std::min(k, room);
     if (n <= 0) continue;
-    requests_.push_back({s->tokens(), s->prompt_len(), n});
+    requests_.push_back({s->id(), s->tokens(), s->prompt_len(), n});
     proposing_.push_back(s);
   }
   if (requests_.empty()) return;

@@ -34,9 +34,14 @@ class SpeculativeDecoder {
                      std::unique_ptr<spec::DraftProposer> proposer, int64_t free_rows,
                      int64_t max_model_len);
 
+  // What the runner must capture for the proposer (the target's hidden states; SetCapture).
+  CaptureRequest capture();
   // Sets the drafts of the running sequences that decode next (their last token generated and
   // not yet run), clearing everyone else's.
   void Propose(std::span<Sequence* const> running);
+  // After Commit: hands the proposer the rows each sequence kept, with the captured hidden
+  // states (proposers that read them).
+  void Observe(const ScheduledStep& step);
   // The sampler rows of step.sampled: one per plain sequence, 1 + drafts per verified one.
   void SampleRows(const ScheduledStep& step, std::vector<SampleRow>& rows);
   // The picks of SampleRows' rows -> the tokens each sampled sequence emits (its accepted
@@ -57,6 +62,8 @@ class SpeculativeDecoder {
   std::vector<Sequence*> proposing_;
   std::vector<std::vector<int32_t>> drafts_;
   std::vector<std::vector<int32_t>> histories_;  // per sampled sequence, while rows point in
+  std::vector<int64_t> layers_;                  // target layers the proposer reads
+  NamedTensors captured_;                        // the runner's capture of the last step
 };
 
 }  // namespace m3::engine

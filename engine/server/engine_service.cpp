@@ -85,6 +85,9 @@ grpc::ServerUnaryReactor* EngineService::Health(grpc::CallbackServerContext* con
   response->set_preemptions(s.preemptions);
   response->set_generated_tokens(s.generated_tokens);
   response->set_prefix_cache_hit_tokens(s.prefix_hit_tokens);
+  response->set_spec_draft_tokens(s.spec_proposed);
+  response->set_spec_accepted_tokens(s.spec_accepted);
+  response->set_spec_verifies(s.spec_steps);
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "engine/spec/eagle3_proposer.h"
 #include "engine/spec/ngram_proposer.h"
 #include "shared/error.h"
 
@@ -58,16 +59,19 @@ double ForcedAcceptanceFromEnv() {
   return r;
 }
 
-std::unique_ptr<DraftProposer> MakeDraftProposer(const SpeculativeConfig& c) {
+std::unique_ptr<DraftProposer> MakeDraftProposer(const SpeculativeConfig& c, int64_t target_layers,
+                                                 int64_t target_hidden, int64_t target_vocab) {
   ValidateSpeculativeConfig(c);
   switch (c.method) {
     case SpeculativeMethod::kNgram:
       return std::make_unique<NgramProposer>(c.ngram_min, c.ngram_max);
-    case SpeculativeMethod::kMtp:
     case SpeculativeMethod::kEagle3:
-      throw Error(ErrorCode::kUnsupported, "--speculative-method " +
-                                               SpeculativeMethodName(c.method) +
-                                               " is not available in this build yet (ngram is)");
+      return std::make_unique<Eagle3Proposer>(LoadEagle3Draft(
+          c.model_dir, c.target_model_dir, target_layers, target_hidden, target_vocab));
+    case SpeculativeMethod::kMtp:
+      throw Error(ErrorCode::kUnsupported,
+                  "--speculative-method mtp is not available in this build yet (eagle3 and ngram "
+                  "are)");
     case SpeculativeMethod::kNone:
       break;
   }

@@ -15,6 +15,7 @@ enum class SpeculativeMethod { kNone, kNgram, kMtp, kEagle3 };
 struct SpeculativeConfig {
   SpeculativeMethod method = SpeculativeMethod::kNone;
   std::string model_dir;               // the draft model (eagle3)
+  std::string target_model_dir;        // the target's (embeddings an EAGLE-3 draft shares)
   int64_t num_speculative_tokens = 3;  // k: drafts verified per sequence and step, at most
   int64_t ngram_min = 1;               // n-gram lookup: the shortest suffix matched
   int64_t ngram_max = 4;               //   and the longest, tried first
@@ -40,7 +41,11 @@ void ValidateSpeculativeConfig(const SpeculativeConfig& config);
 // kInvalidArgument when it is not a number in [0, 1].
 double ForcedAcceptanceFromEnv();
 
-// The proposer of config.method. Throws kUnsupported for a method this build cannot run yet.
-std::unique_ptr<DraftProposer> MakeDraftProposer(const SpeculativeConfig& config);
+// The proposer of config.method for a target of `target_layers` decoder layers, `target_hidden`
+// wide, with `target_vocab` tokens. Throws kUnsupported for a method this build cannot run yet,
+// kInvalidArgument / kNotFound for a draft model that does not fit the target.
+std::unique_ptr<DraftProposer> MakeDraftProposer(const SpeculativeConfig& config,
+                                                 int64_t target_layers, int64_t target_hidden,
+                                                 int64_t target_vocab);
 
 }  // namespace m3::engine::spec

@@ -31,6 +31,15 @@ ApiMetrics::ApiMetrics()
       engine_outstanding_(registry_.AddGaugeFamily("m3_gateway_engine_outstanding_requests",
                                                    "Requests the gateway has on the engine",
                                                    {"engine"})),
+      engine_spec_drafts_(registry_.AddGaugeFamily(
+          "m3_gateway_engine_spec_draft_tokens",
+          "Speculative draft tokens the engine verified since it started", {"engine"})),
+      engine_spec_accepted_(registry_.AddGaugeFamily(
+          "m3_gateway_engine_spec_accepted_tokens",
+          "Speculative draft tokens the engine accepted since it started", {"engine"})),
+      engine_spec_verifies_(registry_.AddGaugeFamily(
+          "m3_gateway_engine_spec_verifies",
+          "Sequence-steps the engine verified drafts in since it started", {"engine"})),
       queue_depth_(registry_.AddGaugeFamily(
           "m3_gateway_queue_depth", "Media jobs waiting for a thread, by pool", {"pool"})) {}
 
@@ -39,6 +48,14 @@ void ApiMetrics::WatchEngines(const engine_client::EngineRouter& router) {
     for (const auto& e : router.endpoints()) {
       engine_healthy_.WithLabels({e->address()}).Set(e->healthy() ? 1 : 0);
       engine_outstanding_.WithLabels({e->address()}).Set(e->outstanding());
+      if (const auto h = e->last_health()) {
+        engine_spec_drafts_.WithLabels({e->address()})
+            .Set(static_cast<double>(h->spec_draft_tokens()));
+        engine_spec_accepted_.WithLabels({e->address()})
+            .Set(static_cast<double>(h->spec_accepted_tokens()));
+        engine_spec_verifies_.WithLabels({e->address()})
+            .Set(static_cast<double>(h->spec_verifies()));
+      }
     }
   });
 }

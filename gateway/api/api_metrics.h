@@ -44,6 +44,10 @@ class ApiMetrics {
   net::Gauge& in_flight_;
   net::GaugeFamily& engine_healthy_;
   net::GaugeFamily& engine_outstanding_;
+  // Speculative decoding counters of each engine, as its last Health answer gave them.
+  net::GaugeFamily& engine_spec_drafts_;
+  net::GaugeFamily& engine_spec_accepted_;
+  net::GaugeFamily& engine_spec_verifies_;
   net::GaugeFamily& queue_depth_;
 };
 

@@ -218,7 +218,7 @@ TEST_CASE("speculative config: methods and ranges are checked with clear errors"
   CHECK_THROWS_WITH_AS(engine::spec::ValidateSpeculativeConfig(c), doctest::Contains("--ngram-min"),
                        Error);
   c.ngram_min = 1;
-  CHECK(engine::spec::MakeDraftProposer(c) != nullptr);
+  CHECK(engine::spec::MakeDraftProposer(c, 4, 192, 439) != nullptr);
 }
 
 TEST_CASE("KV truncate gives back the pages past the kept positions, tail first") {
