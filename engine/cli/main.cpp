@@ -168,6 +168,7 @@ int RunGenerate(const std::vector<std::string>& args) {
     cfg.speculative.target_model_dir = model_dir;
     cfg.scheduler.max_num_seqs = 1;  // the KV cache then holds one full context
     device.max_num_seqs = 1;
+    device.max_logits_per_seq = 1 + speculative.num_speculative_tokens;
     SamplingRequest req;
     req.temperature = opt.sampling.temperature;
     req.top_p = opt.sampling.top_p;

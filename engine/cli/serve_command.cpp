@@ -96,6 +96,7 @@ int RunServe(const std::vector<std::string>& args) {
   const bool gpu = ro.device != "cpu";
   ro.max_num_seqs = cfg.scheduler.max_num_seqs;
   ro.max_batched_tokens = cfg.scheduler.max_batched_tokens;
+  if (cfg.speculative.enabled()) ro.max_logits_per_seq = 1 + cfg.speculative.num_speculative_tokens;
   const std::string graphs = p.Get("cuda-graphs").value_or("on");
   Require(graphs == "on" || graphs == "off", ErrorCode::kInvalidArgument,
           "--cuda-graphs must be 'on' or 'off', not '" + graphs + "'");

@@ -113,7 +113,8 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
     seqs = std::max(seqs, graphs_->max_rows());
     rows = std::max(rows, seqs);
   }
-  device_.ReserveStepWorkspace(StepWorkspaceBytes(rows, seqs, width, seqs));
+  const int64_t logit_rows = std::min(rows, seqs * limits_.max_logits_per_seq);
+  device_.ReserveStepWorkspace(StepWorkspaceBytes(rows, seqs, width, std::max(seqs, logit_rows)));
 }
 
 size_t M3DecoderGraph::StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t width,

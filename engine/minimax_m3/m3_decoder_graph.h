@@ -30,6 +30,7 @@ namespace m3::engine::minimax_m3 {
 struct DecoderStepLimits {
   int64_t max_num_seqs = 64;
   int64_t max_batched_tokens = 2048;
+  int64_t max_logits_per_seq = 1;  // speculative verify steps: 1 + drafts
   // Decode-only steps run at their bucket's padded shape (DecodeGraphCache) rather than their
   // own; with graphs they are recorded and replayed, without they run op by op at that shape,
   // so turning graphs off changes no result.

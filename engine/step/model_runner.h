@@ -142,6 +142,9 @@ struct RunnerOptions {
   // CUDA graph buckets for (a larger step still runs, allocating what it needs).
   int64_t max_num_seqs = 64;
   int64_t max_batched_tokens = 2048;
+  // Logits rows a step may want per sequence: 1 + the speculative drafts verified (a verify
+  // step samples every row), for sizing the logits and sampling buffers.
+  int64_t max_logits_per_seq = 1;
   // GPU backends: decode-only steps replay CUDA graphs recorded per (rows, block-table width)
   // bucket; other steps run op by op. Off: decode-only steps run op by op at the same bucket
   // shapes (padded rows, tables as wide as the bucket), so the results are the same either way.

@@ -106,6 +106,7 @@ engine::RunnerOptions Runner(const Options& o, int64_t seqs, int64_t rows) {
   ro.cuda_graphs = o.graphs;
   ro.max_num_seqs = seqs;
   ro.max_batched_tokens = rows;
+  ro.max_logits_per_seq = 1 + o.k;
   return ro;
 }
 

@@ -184,6 +184,36 @@ TEST_CASE("speculation (n-gram) equals plain decoding on the demo model: greedy 
   }
 }
 
+TEST_CASE("the prefix cache holds only verified tokens: a continuation hits generated pages") {
+  const std::string dir = DataPath("demo-model/model");
+  EngineRequest a = DemoRequests(false)[0];
+  a.sampling.max_tokens = 80;
+  EngineConfig cfg = Speculative(EngineConfig{}, 4);
+  cfg.kv_pages = 64;
+  cfg.prefix_caching = true;
+  engine::RunnerOptions ro;
+  EngineCore e(engine::LoadModelRunner(dir, ro), cfg);
+  Collector col;
+  e.Submit(a, col.Sink(a.id));
+  const Collected first = col.Wait(a.id);
+  REQUIRE(first.tokens.size() == 80u);
+  // The prompt and 70 generated tokens: pages of generated tokens were registered as they
+  // filled, rejected drafts among them being written and overwritten.
+  EngineRequest b = a;
+  b.id = "continuation";
+  b.prompt.insert(b.prompt.end(), first.tokens.begin(), first.tokens.begin() + 70);
+  b.sampling.max_tokens = 24;
+  e.Submit(b, col.Sink(b.id));
+  const Collected cont = col.Wait(b.id);
+  CHECK(cont.cached_prompt_tokens > static_cast<int64_t>(a.prompt.size()));
+  EngineConfig plain;
+  plain.kv_pages = 64;
+  plain.prefix_caching = false;
+  const RunResult want = RunAll(engine::LoadModelRunner(dir, ro), plain, {b});
+  CHECK(cont.tokens == want.out.at(b.id).tokens);
+  CHECK(e.Stats().spec_accepted > 0);
+}
+
 TEST_CASE("forced acceptance (the measuring hook) verifies k drafts per decode at its rate") {
   const std::string dir = DataPath("demo-model/model");
   std::vector<EngineRequest> reqs = DemoRequests(false);
