@@ -334,6 +334,11 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
   const backend::SwigluParams act{static_cast<float>(t.swiglu_alpha),
                                   static_cast<float>(t.swiglu_limit)};
 
+  const auto wants_hidden = [&](int64_t layer) {
+    const auto& only = capture.hidden_state_layers;
+    return capture.out && capture.hidden_states &&
+           (only.empty() || std::find(only.begin(), only.end(), layer) != only.end());
+  };
   auto capture_float = [&](const std::string& name, const DeviceTensor& v) {
     HostTensor host = HostTensor::Uninitialized(DType::kF32, v.shape);
     dev.Download(v, host.data());
@@ -346,7 +351,7 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
     const M3DecoderLayerWeights& L = w_.layers[li];
     const backend::LayerKvCache& cache = kv_[li];
     if (!normed) ops.AddRmsNorm(h, pending, L.input_norm, eps, x);
-    if (capture.out && capture.hidden_states) capture_float("hidden_states." + Str(li), h);
+    if (wants_hidden(static_cast<int64_t>(li))) capture_float("hidden_states." + Str(li), h);
 
     const backend::QkvLayout& layout = L.sparse_attention ? sparse : base;
     DeviceTensor qkv = qkv_buf.Rows(0, rows * layout.width()).Reshape({rows, layout.width()});
@@ -396,7 +401,7 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
     pending = normed ? nullptr : &delta;
   }
   if (!normed) ops.AddRmsNorm(h, pending, w_.final_norm, eps, x);
-  if (capture.out && capture.hidden_states)
+  if (wants_hidden(static_cast<int64_t>(w_.layers.size())))
     capture_float("hidden_states." + Str(static_cast<int64_t>(w_.layers.size())), x);
 
   const int64_t n = logits_rows ? static_cast<int64_t>(logits_rows->size()) : rows;

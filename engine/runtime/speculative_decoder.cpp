@@ -23,6 +23,7 @@ CaptureRequest SpeculativeDecoder::capture() {
   CaptureRequest c;
   if (layers_.empty()) return c;
   c.hidden_states = true;
+  c.hidden_state_layers = layers_;
   c.out = &captured_;
   return c;
 }

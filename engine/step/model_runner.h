@@ -75,6 +75,8 @@ struct CaptureRequest {
   bool block_indices = false;
   bool vision = false;
   NamedTensors* out = nullptr;  // appended to; null: capture nothing
+  // hidden_states of these layers only (speculative drafts read a few); empty: every layer.
+  std::vector<int64_t> hidden_state_layers = {};
 };
 
 class ModelRunner {
