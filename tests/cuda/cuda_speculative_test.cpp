@@ -17,6 +17,8 @@
 #include "tests/cuda/demo_prompts.h"
 #include "tests/cuda/paged_sequences.h"
 #include "tests/engine/golden_cases.h"
+#include "tests/engine/selection_run.h"
+#include "tests/runtime/verify_forward.h"
 #include "tests/test_util.h"
 
 namespace m3::test {
@@ -25,86 +27,6 @@ namespace {
 using engine::EngineConfig;
 using engine::EngineCore;
 using engine::EngineRequest;
-
-// A demo chat prompt and 40 tokens of the demo model's greedy answer (76 tokens: five MSA
-// blocks of 16, more than the three it selects, so selection matters for the last rows).
-const std::vector<int32_t> kContext = {
-    3,   1,   94,  100, 94,  324, 88,  210, 399, 382, 268, 431, 438, 25,  2,   210, 1,   96,  411,
-    210, 343, 285, 270, 268, 271, 76,  312, 42,  2,   210, 1,   76,  84,  210, 4,   210, 5,   414,
-    52,  387, 268, 285, 270, 330, 25,  2,   356, 268, 339, 25,  2,   356, 268, 337, 25,  2,   285,
-    356, 268, 330, 25,  2,   356, 268, 339, 309, 25,  2,   356, 268, 336, 309, 25,  2,   356, 268};
-constexpr int64_t kPage = 16;
-constexpr int32_t kDrafts = 3;
-
-// Logits rows of `batch` as vectors.
-std::vector<std::vector<float>> Rows(const std::vector<float>& logits, int64_t vocab) {
-  std::vector<std::vector<float>> out;
-  for (size_t r = 0; r * static_cast<size_t>(vocab) < logits.size(); ++r)
-    out.emplace_back(logits.begin() + static_cast<long>(r * vocab),
-                     logits.begin() + static_cast<long>((r + 1) * vocab));
-  return out;
-}
-
-struct VerifyRun {
-  std::vector<std::vector<float>> verify;      // the verify sequence's 1 + k rows
-  std::vector<float> decode;                   // the plain decode beside it
-  std::vector<std::vector<float>> sequential;  // the same positions decoded one at a time
-};
-
-// On `device`: seq A prefilled to its last token (decoded in the verify step), seq B to
-// kContext minus 1 + k (verified: 1 + k rows), seq C the same as B then decoded row by row.
-VerifyRun RunVerify(const std::string& device) {
-  engine::RunnerOptions ro;
-  ro.device = device;
-  auto runner = engine::LoadModelRunner(DataPath("demo-model/model"), ro);
-  const int64_t V = runner->info().vocab_size;
-  const int32_t width = static_cast<int32_t>((kContext.size() + kPage - 1) / kPage);
-  runner->AllocateKvCache(3 * width, kPage);
-  PagedSeq a, b, c;
-  for (int32_t j = 0; j < width; ++j) {
-    a.pages.push_back(j);
-    b.pages.push_back(width + j);
-    c.pages.push_back(2 * width + j);
-  }
-  const int32_t n = static_cast<int32_t>(kContext.size());
-  std::vector<float> logits;
-  // Prefill: A to n - 1, B and C to n - 1 - k.
-  a.tokens.assign(kContext.begin(), kContext.end() - 1);
-  b.tokens.assign(kContext.begin(), kContext.end() - 1 - kDrafts);
-  c.tokens = b.tokens;
-  runner->Execute(StepBatch({&a, &b, &c}, kPage, width), logits);
-  a.cached = static_cast<int32_t>(a.tokens.size());
-  b.cached = c.cached = static_cast<int32_t>(b.tokens.size());
-  // Verify step: A decodes its last token, B runs 1 + k rows with logits at each.
-  a.tokens = kContext;
-  b.tokens = kContext;
-  // B's rows: the last known token then the k drafts; its cached count stays n - 1 - k.
-  b.cached = n - 1 - kDrafts;
-  b.tokens.resize(static_cast<size_t>(n));
-  engine::ForwardBatch step = StepBatch({&a, &b}, kPage, width);
-  // A's cached is n - 1 and B's n - 1 - k: StepBatch gave A one row (a decode) and B 1 + k.
-  step.logits_rows.clear();
-  for (int32_t r = 0; r < step.num_rows(); ++r) step.logits_rows.push_back(r);
-  REQUIRE(step.num_decodes == 1);
-  REQUIRE(step.num_rows() == 2 + kDrafts);
-  runner->Execute(step, logits);
-  VerifyRun out;
-  std::vector<std::vector<float>> rows = Rows(logits, V);
-  out.decode = rows[0];
-  out.verify.assign(rows.begin() + 1, rows.end());
-  // C: the same positions as B's rows, one decode step each.
-  for (int32_t pos = n - 1 - kDrafts; pos < n; ++pos) {
-    c.tokens.push_back(kContext[static_cast<size_t>(pos)]);
-    runner->Execute(StepBatch({&c}, kPage, width), logits);
-    c.cached = static_cast<int32_t>(c.tokens.size());
-    out.sequential.push_back(logits);
-  }
-  return out;
-}
-
-int32_t Argmax(const std::vector<float>& v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
 
 class Outputs {
  public:
@@ -168,7 +90,7 @@ TEST_CASE(
   const VerifyRun gpu = RunVerify("cuda");
   const VerifyRun cpu = RunVerify("cpu");
   double worst_seq = 0, worst_cpu = 0;
-  for (int32_t j = 0; j <= kDrafts; ++j) {
+  for (int32_t j = 0; j <= kVerifyDrafts; ++j) {
     CAPTURE(j);
     const auto& g = gpu.verify[static_cast<size_t>(j)];
     worst_seq = std::max(worst_seq, RelativeL2(g, gpu.sequential[static_cast<size_t>(j)]));
@@ -179,10 +101,17 @@ TEST_CASE(
     CHECK(Argmax(g) == Argmax(cpu.verify[static_cast<size_t>(j)]));
   }
   const double decode_cpu = RelativeL2(gpu.decode, cpu.decode);
+  // Each verify row's MSA blocks, selected under its own causal limit: the GPU's as the CPU's
+  // but where bf16 rounding reorders blocks of near-equal scores.
+  const auto [entries, differing] = CompareSelections(gpu.selections, cpu.selections);
+  std::printf("  cuda verify step: %lld of %lld MSA selection entries differ from the CPU's\n",
+              static_cast<long long>(differing), static_cast<long long>(entries));
+  CHECK(entries > 0);
+  CHECK(differing * 50 <= entries);
   std::printf(
       "  cuda verify rows (1 + %d at context %zu): rel L2 vs one-by-one decodes %.3e, vs the "
       "CPU %.3e; the decode beside them vs the CPU %.3e\n",
-      kDrafts, kContext.size(), worst_seq, worst_cpu, decode_cpu);
+      kVerifyDrafts, kVerifyContext.size(), worst_seq, worst_cpu, decode_cpu);
   CHECK(worst_seq <= 2e-2);
   CHECK(worst_cpu <= 2e-2);
   CHECK(decode_cpu <= 2e-2);
@@ -206,7 +135,7 @@ TEST_CASE("GPU engine with n-gram speculation: the greedy tokens of plain decodi
     CAPTURE(pages);
     EngineConfig cfg;
     cfg.kv_pages = pages;
-    cfg.page_size = kPage;
+    cfg.page_size = 16;
     cfg.prefix_caching = pages > 100;
     const EngineRun plain = RunEngine("cuda", cfg, reqs);
     cfg.speculative.method = engine::spec::SpeculativeMethod::kNgram;

@@ -1,0 +1,28 @@
+// The verify forward on the CPU reference: a sequence carrying its last token and k drafts as
+// 1 + k query rows (causal among them, each row's MSA blocks selected under its own position),
+// beside a plain decode in the same batch, gives each row the logits decoding it alone gives.
+#include <doctest/doctest.h>
+
+#include "tests/runtime/verify_forward.h"
+#include "tests/test_util.h"
+
+namespace m3::test {
+
+TEST_CASE("verify forward (CPU): 1 + k rows equal decoding the same positions one by one") {
+  const VerifyRun cpu = RunVerify("cpu");
+  REQUIRE(cpu.verify.size() == static_cast<size_t>(kVerifyDrafts + 1));
+  for (int32_t j = 0; j <= kVerifyDrafts; ++j) {
+    CAPTURE(j);
+    CHECK(RelativeL2(cpu.verify[static_cast<size_t>(j)], cpu.sequential[static_cast<size_t>(j)]) <=
+          1e-5);
+  }
+  // Rows far apart in the context select differently: the selection is per row.
+  int64_t blocks = 0;
+  for (const auto& [name, t] : cpu.selections.selections) {
+    CHECK(t.shape()[1] == 2 + kVerifyDrafts);
+    blocks += t.numel();
+  }
+  CHECK(blocks > 0);
+}
+
+}  // namespace m3::test
