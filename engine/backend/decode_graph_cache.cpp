@@ -61,30 +61,33 @@ int64_t DecodeGraphCache::WidthBucket(int64_t width) const {
   return w;
 }
 
-DecodeGraphCache::Entry& DecodeGraphCache::Get(int64_t rows, int64_t width) {
-  Entry& e = entries_[{rows, width}];
+DecodeGraphCache::Entry& DecodeGraphCache::Get(int64_t seqs, int64_t width, int64_t q) {
+  Entry& e = entries_[{seqs, width, q}];
   if (e.inputs) return e;
-  e.rows = rows;
+  e.rows = seqs;
   e.width = width;
-  const int64_t R = rows, W = width, rot = rotary_dim_;
-  const int64_t bytes = Align(R * 4) * 3 + Align((R + 1) * 4) + Align(R * W * 4) + Align(R * 8) +
-                        2 * Align(R * rot * 4);
+  e.q = q;
+  const int64_t S = seqs, R = seqs * q, W = width, rot = rotary_dim_;
+  const int64_t bytes = Align(R * 4) * 2 + Align((S + 1) * 4) + Align(S * 4) + Align(S * W * 4) +
+                        Align(R * 8) + 2 * Align(R * rot * 4);
   e.inputs = device_.Alloc(DType::kI32, {bytes / 4});
   e.host.assign(static_cast<size_t>(bytes), 0);
   int64_t at = 0;
   StepMetadata& m = e.meta;
   e.ids = View(e.inputs, at, DType::kI32, {R});
   m.positions = View(e.inputs, at, DType::kI32, {R});
-  m.query_start = View(e.inputs, at, DType::kI32, {R + 1});
-  m.context_lens = View(e.inputs, at, DType::kI32, {R});
-  m.block_tables = View(e.inputs, at, DType::kI32, {R, W});
+  m.query_start = View(e.inputs, at, DType::kI32, {S + 1});
+  m.context_lens = View(e.inputs, at, DType::kI32, {S});
+  m.block_tables = View(e.inputs, at, DType::kI32, {S, W});
   m.slot_mapping = View(e.inputs, at, DType::kI64, {R});
   m.rope_cos = View(e.inputs, at, DType::kF32, {R, rot});
   m.rope_sin = View(e.inputs, at, DType::kF32, {R, rot});
-  m.rows = m.seqs = m.num_decodes = R;
+  m.rows = R;
+  m.seqs = S;
+  m.num_decodes = q == 1 ? S : 0;
   m.page_size = page_size_;
   m.max_pages_per_seq = W;
-  m.max_query_len = 1;
+  m.max_query_len = q;
   // The capacity of the tables, not this step's longest context: launch shapes must not
   // depend on the contexts the graph is replayed with.
   m.max_seq_len = W * page_size_;
@@ -92,17 +95,33 @@ DecodeGraphCache::Entry& DecodeGraphCache::Get(int64_t rows, int64_t width) {
   return e;
 }
 
+int64_t DecodeGraphCache::UniformQueryRows(const ForwardBatch& b) {
+  const int64_t seqs = b.num_seqs(), rows = b.num_rows();
+  if (seqs <= 0 || rows % seqs != 0 || !b.media.empty() ||
+      static_cast<int64_t>(b.logits_rows.size()) != rows)
+    return 0;
+  const int64_t q = rows / seqs;
+  if (b.num_decodes != (q == 1 ? seqs : 0)) return 0;
+  for (int64_t s = 0; s < seqs; ++s)
+    if (b.query_start[s + 1] - b.query_start[s] != q) return 0;
+  return q;
+}
+
 bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
                            std::span<const float> sin, const Forward& forward,
-                           const std::function<void(const DeviceTensor&)>& take) {
+                           const std::function<void(const DeviceTensor&)>& take, int64_t max_rows) {
   const int64_t n = b.num_rows();
-  const int64_t R = RowBucket(n), W = WidthBucket(b.max_pages_per_seq), rot = rotary_dim_;
-  if (R == 0 || W > max_width_) return false;
-  Entry& e = Get(R, W);
+  const int64_t q = UniformQueryRows(b);
+  if (q <= 0 || q > page_size_) return false;
+  const int64_t seqs = b.num_seqs();
+  const int64_t S = RowBucket(seqs), W = WidthBucket(b.max_pages_per_seq), rot = rotary_dim_;
+  if (S == 0 || W > max_width_ || (q > 1 && S * q > max_rows)) return false;
+  Entry& e = Get(S, W, q);
   if (e.failed) return false;
+  const int64_t R = S * q;
 
-  // The inputs' host image: the batch's rows, then padding rows (token 0 at position 0 of a
-  // one-token sequence on the pad page).
+  // The inputs' host image: the batch's rows, then padding sequences (token 0 at positions
+  // 0 .. q - 1 of a sequence on the pad page).
   uint8_t* h = e.host.data();
   int64_t at = 0;
   auto section = [&](int64_t bytes) {
@@ -112,32 +131,35 @@ bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
   };
   auto* ids = reinterpret_cast<int32_t*>(section(R * 4));
   auto* pos = reinterpret_cast<int32_t*>(section(R * 4));
-  auto* qs = reinterpret_cast<int32_t*>(section((R + 1) * 4));
-  auto* ctx = reinterpret_cast<int32_t*>(section(R * 4));
-  auto* tables = reinterpret_cast<int32_t*>(section(R * W * 4));
+  auto* qs = reinterpret_cast<int32_t*>(section((S + 1) * 4));
+  auto* ctx = reinterpret_cast<int32_t*>(section(S * 4));
+  auto* tables = reinterpret_cast<int32_t*>(section(S * W * 4));
   auto* slots = reinterpret_cast<int64_t*>(section(R * 8));
   auto* c = reinterpret_cast<float*>(section(R * rot * 4));
   auto* s = reinterpret_cast<float*>(section(R * rot * 4));
   const int64_t bw = b.max_pages_per_seq;
-  std::fill(tables, tables + R * W, -1);
-  for (int64_t r = 0; r < R; ++r) {
-    const bool real = r < n;
-    ids[r] = real ? b.token_ids[r] : 0;
-    pos[r] = real ? b.positions[r] : 0;
-    qs[r] = static_cast<int32_t>(r);
-    ctx[r] = real ? b.context_lens[r] : 0;
+  std::fill(tables, tables + S * W, -1);
+  for (int64_t i = 0; i < S; ++i) {
+    const bool real = i < seqs;
+    qs[i] = static_cast<int32_t>(i * q);
+    ctx[i] = real ? b.context_lens[i] : 0;
     if (real)
-      std::copy(b.block_tables.begin() + r * bw, b.block_tables.begin() + (r + 1) * bw,
-                tables + r * W);
+      std::copy(b.block_tables.begin() + i * bw, b.block_tables.begin() + (i + 1) * bw,
+                tables + i * W);
     else
-      tables[r * W] = pad_page_;
-    slots[r] = real ? b.slot_mapping[r] : int64_t{pad_page_} * page_size_;
-    for (int64_t i = 0; i < rot; ++i) {
-      c[r * rot + i] = real ? cos[r * rot + i] : 1.0f;
-      s[r * rot + i] = real ? sin[r * rot + i] : 0.0f;
+      tables[i * W] = pad_page_;
+    for (int64_t j = 0; j < q; ++j) {
+      const int64_t r = i * q + j;
+      ids[r] = real ? b.token_ids[r] : 0;
+      pos[r] = real ? b.positions[r] : static_cast<int32_t>(j);
+      slots[r] = real ? b.slot_mapping[r] : int64_t{pad_page_} * page_size_ + j;
+      for (int64_t k = 0; k < rot; ++k) {
+        c[r * rot + k] = real ? cos[r * rot + k] : 1.0f;
+        s[r * rot + k] = real ? sin[r * rot + k] : 0.0f;
+      }
     }
   }
-  qs[R] = static_cast<int32_t>(R);
+  qs[S] = static_cast<int32_t>(R);
 
   device_.Upload(e.host.data(), e.inputs);
   if (!record_) {
@@ -173,13 +195,14 @@ bool DecodeGraphCache::Run(const ForwardBatch& b, std::span<const float> cos,
     }
     if (!e.graph) {
       e.failed = true;
-      Log(LogLevel::kWarn, "decode graphs: bucket of ", R, " rows x ", W,
+      Log(LogLevel::kWarn, "decode graphs: bucket of ", S, " sequences x ", q, " rows x ", W,
           " pages cannot be recorded; its steps run op by op");
       return false;
     }
     ++recorded_;
     last_operations_ = e.graph->operations();
-    Log(LogLevel::kInfo, "decode graphs: recorded the bucket of ", R, " rows x ", W, " pages in ",
+    Log(LogLevel::kInfo, "decode graphs: recorded the bucket of ", S, " sequences x ", q,
+        " rows x ", W, " pages in ",
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
         " ms (", recorded_, " recorded)");
   }

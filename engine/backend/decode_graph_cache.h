@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -43,8 +44,18 @@ class DecodeGraphCache {
   // through its bucket's graph, recording it on first use, and hands `take` the logits
   // [rows, vocab] on the device. False (nothing run) when the batch has no bucket or its bucket
   // cannot be recorded.
+  //
+  // Speculative decoding's verify steps take the same path: a batch whose sequences all run q
+  // rows (the last token and q - 1 drafts; num_decodes 0, every row's logits wanted) runs as
+  // the bucket (sequences S' >= S from the row buckets, q, width), padded with sequences of q
+  // dummy rows at positions 0 .. q - 1 on the pad page (q must fit in a page). `max_rows` bounds
+  // S' q (the rows and logits rows the step workspace holds; 0: no verify steps).
   bool Run(const ForwardBatch& b, std::span<const float> cos, std::span<const float> sin,
-           const Forward& forward, const std::function<void(const DeviceTensor&)>& take);
+           const Forward& forward, const std::function<void(const DeviceTensor&)>& take,
+           int64_t max_rows = 0);
+  // The rows every sequence of `b` runs when they all run the same number, with logits at each
+  // and no media (a decode-only step: 1; a uniform verify step: q); 0 otherwise.
+  static int64_t UniformQueryRows(const ForwardBatch& b);
 
   bool records() const { return record_; }
   int64_t recorded() const { return recorded_; }  // graphs recorded so far
@@ -54,8 +65,8 @@ class DecodeGraphCache {
 
  private:
   struct Entry {
-    int64_t rows = 0, width = 0;
-    DeviceTensor inputs;  // every input in one buffer (one upload per step)
+    int64_t rows = 0, width = 0, q = 1;  // rows: sequences of q rows each
+    DeviceTensor inputs;                 // every input in one buffer (one upload per step)
     StepMetadata meta;
     DeviceTensor ids, logits;  // logits: the recorded forward's output
     std::unique_ptr<StepGraph> graph;
@@ -63,14 +74,14 @@ class DecodeGraphCache {
     size_t workspace_end = 0;   // step workspace the recording took (its logits lie below)
     std::vector<uint8_t> host;  // the inputs' host image
   };
-  Entry& Get(int64_t rows, int64_t width);
+  Entry& Get(int64_t seqs, int64_t width, int64_t q);
 
   Device& device_;
   std::vector<int64_t> buckets_;
   int64_t max_width_, page_size_, rotary_dim_;
   int32_t pad_page_;
   bool record_;
-  std::map<std::pair<int64_t, int64_t>, Entry> entries_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Entry> entries_;
   int64_t recorded_ = 0, replays_ = 0;
   int64_t last_operations_ = 0;
 };

@@ -114,6 +114,7 @@ void M3DecoderGraph::AllocateKvCache(int64_t num_pages, int64_t page_size) {
     rows = std::max(rows, seqs);
   }
   const int64_t logit_rows = std::min(rows, seqs * limits_.max_logits_per_seq);
+  graph_verify_rows_ = limits_.max_logits_per_seq > 1 ? logit_rows : 0;
   device_.ReserveStepWorkspace(StepWorkspaceBytes(rows, seqs, width, std::max(seqs, logit_rows)));
 }
 
@@ -243,18 +244,19 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
   backend::Device& dev = device_;
 
   // Decode-only steps (one row per sequence, each row's logits wanted, no media, nothing to
-  // capture) run at their bucket's shape: its recorded graph, or op by op when not recording.
-  // Their few rotary rows are made on the host (the graph's inputs are host arrays).
+  // capture) run at their bucket's shape: its recorded graph, or op by op when not recording;
+  // so do speculative verify steps whose sequences all run the same 1 + k rows. Their few
+  // rotary rows are made on the host (the graph's inputs are host arrays).
   const int64_t n = static_cast<int64_t>(b.logits_rows.size());
-  if (graphs_ && b.num_decodes == b.num_seqs() && rows == b.num_seqs() && n == rows &&
-      b.media.empty() && !capture.out) {
+  if (graphs_ && !capture.out && backend::DecodeGraphCache::UniformQueryRows(b) > 0) {
     std::vector<float> cos, sin;
     backend::HostRopeTables(b, inv_freq_, cos, sin);
     const auto forward = [this](const backend::StepMetadata& meta, const DeviceTensor& ids) {
       return Forward(meta, ids, {}, nullptr, CaptureRequest{});
     };
     const LogitsSink none = [](const DeviceTensor&) {};
-    if (graphs_->Run(b, cos, sin, forward, takes_logits() ? take : none)) return;
+    if (graphs_->Run(b, cos, sin, forward, takes_logits() ? take : none, graph_verify_rows_))
+      return;
   }
 
   dev.BeginStep();

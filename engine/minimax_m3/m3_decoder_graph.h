@@ -101,6 +101,8 @@ class M3DecoderGraph {
   int64_t page_size_ = 0;
   DecoderStepLimits limits_;
   std::unique_ptr<backend::DecodeGraphCache> graphs_;  // null: graphs off
+  // Rows (and logits rows) of the largest verify step the workspace holds at a bucket's shape.
+  int64_t graph_verify_rows_ = 0;
 };
 
 }  // namespace m3::engine::minimax_m3

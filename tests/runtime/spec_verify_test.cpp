@@ -25,4 +25,15 @@ TEST_CASE("verify forward (CPU): 1 + k rows equal decoding the same positions on
   CHECK(blocks > 0);
 }
 
+TEST_CASE("verify steps at a decode bucket's shape (padded sequences) equal the plain step (CPU)") {
+  // The CPU cannot record graphs: with buckets on, the verify step still runs at its bucket's
+  // padded shape (4 sequences for 3), op by op: the path a GPU records and replays.
+  const BucketRun plain = RunUniformVerify("cpu", false, false);
+  const BucketRun bucket = RunUniformVerify("cpu", true, false);
+  CHECK(plain.bucket_steps == 0);
+  CHECK(bucket.bucket_steps == 1);
+  REQUIRE(bucket.logits.size() == plain.logits.size());
+  CHECK(RelativeL2(bucket.logits, plain.logits) <= 1e-5);
+}
+
 }  // namespace m3::test

@@ -3,7 +3,13 @@
 
 #include <algorithm>
 
+#include "engine/backend/make_device.h"
+#include "engine/backend/make_m3_ops.h"
+#include "engine/minimax_m3/m3_config.h"
+#include "engine/minimax_m3/m3_decoder_graph.h"
+#include "engine/minimax_m3/m3_model_weights.h"
 #include "engine/model_registry.h"
+#include "shared/safetensors.h"
 #include "tests/cuda/paged_sequences.h"
 #include "tests/test_util.h"
 
@@ -88,6 +94,52 @@ VerifyRun RunVerify(const std::string& device) {
 
 int32_t Argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+BucketRun RunUniformVerify(const std::string& device, bool buckets, bool graphs) {
+  namespace mm = engine::minimax_m3;
+  const std::string dir = DataPath("demo-model/model");
+  const mm::ModelConfig config = mm::LoadModelConfig(dir);
+  auto be = engine::backend::MakeDevice(device);
+  auto ops = engine::backend::MakeM3Ops(*be);
+  engine::backend::LoadReport report;
+  const mm::M3ModelWeights weights =
+      mm::LoadM3ModelWeights(WeightStore::OpenDirectory(dir), config, *be, report);
+  mm::DecoderStepLimits limits;
+  limits.max_num_seqs = 4;
+  limits.max_batched_tokens = 256;
+  limits.max_logits_per_seq = 1 + kVerifyDrafts;
+  limits.decode_buckets = buckets;
+  limits.graphs = graphs;
+  mm::M3DecoderGraph graph(config, weights, *be, *ops, limits);
+  const int32_t width = 8;
+  graph.AllocateKvCache(3 * width, kPage);
+  // Three sequences of different lengths from the demo context, each on its own pages.
+  std::vector<PagedSeq> seqs(3);
+  const int32_t lengths[] = {76, 41, 60};
+  for (int32_t i = 0; i < 3; ++i) {
+    for (int32_t j = 0; j < width; ++j) seqs[i].pages.push_back(i * width + j);
+    seqs[i].tokens.assign(kVerifyContext.begin(),
+                          kVerifyContext.begin() + lengths[i] - 1 - kDrafts);
+  }
+  std::vector<float> logits;
+  graph.Execute(StepBatch({&seqs[0], &seqs[1], &seqs[2]}, kPage, width), logits, {});
+  for (int32_t i = 0; i < 3; ++i) {
+    seqs[i].cached = static_cast<int32_t>(seqs[i].tokens.size());
+    seqs[i].tokens.assign(kVerifyContext.begin(), kVerifyContext.begin() + lengths[i]);
+  }
+  engine::ForwardBatch step = StepBatch({&seqs[0], &seqs[1], &seqs[2]}, kPage, width);
+  step.logits_rows.clear();
+  for (int32_t r = 0; r < step.num_rows(); ++r) step.logits_rows.push_back(r);
+  REQUIRE(step.num_rows() == 3 * (1 + kDrafts));
+  REQUIRE(step.num_decodes == 0);
+  BucketRun out;
+  graph.Execute(step, out.logits, {});
+  if (graph.decode_graphs()) {
+    out.bucket_steps = graph.decode_graphs()->replays();
+    out.recorded = graph.decode_graphs()->recorded();
+  }
+  return out;
 }
 
 }  // namespace m3::test

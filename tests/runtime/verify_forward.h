@@ -31,4 +31,14 @@ VerifyRun RunVerify(const std::string& device);
 
 int32_t Argmax(const std::vector<float>& v);
 
+// A uniform verify step (three sequences of 1 + k rows each, every row's logits) on a decoder
+// graph of `device` with decode buckets on or off (graphs: recorded where the device can), after
+// a prefill of the three; its logits [rows, vocab] and how many steps ran at a bucket's shape.
+struct BucketRun {
+  std::vector<float> logits;
+  int64_t bucket_steps = 0;
+  int64_t recorded = 0;
+};
+BucketRun RunUniformVerify(const std::string& device, bool buckets, bool graphs);
+
 }  // namespace m3::test
