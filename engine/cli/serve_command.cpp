@@ -103,6 +103,7 @@ int RunServe(const std::vector<std::string>& args) {
   Require(gpu || !p.Has("cuda-graphs"), ErrorCode::kInvalidArgument,
           "--cuda-graphs needs a GPU --device (cuda or cuda:N)");
   ro.cuda_graphs = graphs == "on";
+  cfg.speculative.uniform_drafts = gpu && ro.cuda_graphs;
   ApplyCacheOptions(p, ro);
   ro.dummy_weights = p.Choice("load-format", {"auto", "safetensors", "dummy"}, "auto") == "dummy";
   Require(gpu || !p.Has("gpu-memory-fraction"), ErrorCode::kInvalidArgument,

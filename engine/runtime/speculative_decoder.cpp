@@ -94,15 +94,14 @@ void SpeculativeDecoder::Propose(std::span<Sequence* const> running) {
   }
   if (requests_.empty()) return;
   proposer_->Propose(requests_, drafts_);
+  // The measuring hook verifies k drafts every step, and uniform drafts keep every sequence of a
+  // decode step at 1 + k rows (a step the GPU replays as a recorded graph): what the proposer
+  // found, then fillers (the last token or draft repeated), verified and rejected as any draft.
+  const bool pad = config_.forced_acceptance >= 0 || config_.uniform_drafts;
   for (size_t i = 0; i < proposing_.size(); ++i) {
     std::vector<int32_t>& d = drafts_[i];
-    if (config_.forced_acceptance >= 0 && !d.empty() &&
-        static_cast<int64_t>(d.size()) < requests_[i].max_drafts) {
-      // The measuring hook verifies k drafts every step: what the proposer found, repeated.
-      while (static_cast<int64_t>(d.size()) < requests_[i].max_drafts) d.push_back(d.back());
-    } else if (config_.forced_acceptance >= 0 && d.empty()) {
-      d.assign(static_cast<size_t>(requests_[i].max_drafts), requests_[i].tokens.back());
-    }
+    while (pad && static_cast<int64_t>(d.size()) < requests_[i].max_drafts)
+      d.push_back(d.empty() ? requests_[i].tokens.back() : d.back());
     proposing_[i]->drafts = std::move(d);
   }
 }

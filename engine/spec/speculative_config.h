@@ -21,6 +21,10 @@ struct SpeculativeConfig {
   int64_t ngram_max = 4;               //   and the longest, tried first
   // The per-step back-off (speculation_backoff.h); off: always k drafts where proposed.
   bool backoff = true;
+  // Every decoding sequence of a step verifies the same k drafts, short proposals padded with
+  // fillers: the step's sequences then all run 1 + k rows, which a GPU replays as a recorded
+  // graph (decode_graph_cache.h) instead of launching op by op. Set for GPU devices with graphs.
+  bool uniform_drafts = false;
   // The back-off's rows a step takes at about one row's cost (speculation_backoff.h): on a GPU
   // a decode step is bound by weight and KV reads up to tens of rows.
   int64_t backoff_free_rows = 32;

@@ -263,6 +263,7 @@ int Main(int argc, char** argv) {
     spec.method = engine::spec::ParseSpeculativeMethod(o.method);
     spec.num_speculative_tokens = o.k;
     spec.forced_acceptance = o.force;
+    spec.uniform_drafts = o.device != "cpu" && o.graphs;
     engine::spec::ValidateSpeculativeConfig(spec);
     for (int64_t c : o.conc) {
       for (bool on : {false, true}) {

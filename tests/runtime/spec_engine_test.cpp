@@ -184,6 +184,26 @@ TEST_CASE("speculation (n-gram) equals plain decoding on the demo model: greedy 
   }
 }
 
+TEST_CASE("uniform drafts (short proposals padded with fillers) keep the exact tokens") {
+  const std::string dir = DataPath("demo-model/model");
+  for (bool sampled : {false, true}) {
+    CAPTURE(sampled);
+    const std::vector<EngineRequest> reqs = DemoRequests(sampled);
+    EngineConfig cfg;
+    cfg.kv_pages = 256;
+    engine::RunnerOptions ro;
+    const RunResult plain = RunAll(engine::LoadModelRunner(dir, ro), cfg, reqs);
+    EngineConfig spec = Speculative(cfg, 3);
+    spec.speculative.uniform_drafts = true;
+    const RunResult uniform = RunAll(engine::LoadModelRunner(dir, ro), spec, reqs);
+    CheckSame(plain, uniform);
+    // Every verify carries k drafts but near max_tokens.
+    CHECK(uniform.stats.spec_proposed >=
+          3 * uniform.stats.spec_steps - 3 * static_cast<int64_t>(reqs.size()));
+    CHECK(uniform.stats.spec_accepted > 0);
+  }
+}
+
 TEST_CASE("the prefix cache holds only verified tokens: a continuation hits generated pages") {
   const std::string dir = DataPath("demo-model/model");
   EngineRequest a = DemoRequests(false)[0];
