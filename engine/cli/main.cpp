@@ -167,6 +167,7 @@ int RunGenerate(const std::vector<std::string>& args) {
     cfg.speculative = speculative;
     cfg.speculative.target_model_dir = model_dir;
     cfg.speculative.uniform_drafts = device.device != "cpu";
+    if (device.device == "cpu") cfg.speculative.backoff_free_rows = 2;  // as serve's
     cfg.scheduler.max_num_seqs = 1;  // the KV cache then holds one full context
     device.max_num_seqs = 1;
     device.max_logits_per_seq = 1 + speculative.num_speculative_tokens;

@@ -104,6 +104,9 @@ int RunServe(const std::vector<std::string>& args) {
           "--cuda-graphs needs a GPU --device (cuda or cuda:N)");
   ro.cuda_graphs = graphs == "on";
   cfg.speculative.uniform_drafts = gpu && ro.cuda_graphs;
+  // The CPU reference pays for every row (a 4-row verify step cost about 2 decode steps on the
+  // demo model): its back-off counts 2 rows a step at one row's cost, a GPU's 32.
+  if (!gpu) cfg.speculative.backoff_free_rows = 2;
   ApplyCacheOptions(p, ro);
   ro.dummy_weights = p.Choice("load-format", {"auto", "safetensors", "dummy"}, "auto") == "dummy";
   Require(gpu || !p.Has("gpu-memory-fraction"), ErrorCode::kInvalidArgument,

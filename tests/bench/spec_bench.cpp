@@ -134,42 +134,56 @@ json Serve(const Options& o, const engine::spec::SpeculativeConfig& spec, int64_
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, Timeline> lines;
-  std::vector<std::pair<engine::EngineRequest, engine::OutputSink>> batch;
-  for (int64_t i = 0; i < conc; ++i) {
-    engine::EngineRequest r;
-    r.id = "r";
-    r.id += std::to_string(i);
-    // Random tokens away from the special ids at the bottom of the vocabulary.
-    std::uniform_int_distribution<int32_t> tok(16, static_cast<int32_t>(vocab) - 1);
-    for (int64_t t = 0; t < o.prompt; ++t) r.prompt.push_back(tok(rng));
-    r.sampling.temperature = 0;
-    r.sampling.max_tokens = o.output;
-    r.sampling.ignore_eos = true;
-    lines[r.id];
-    const std::string id = r.id;
-    batch.emplace_back(std::move(r), [&, id](engine::RequestOutput&& out) {
-      std::lock_guard<std::mutex> lock(mu);
-      Timeline& t = lines[id];
-      t.at.insert(t.at.end(), out.tokens.size(), Clock::now());
-      if (out.finish != engine::FinishReason::kNone) {
-        t.done = true;
-        cv.notify_all();
-      }
-    });
-  }
-  const Clock::time_point start = Clock::now();
-  core.SubmitAll(std::move(batch));
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] {
-      for (const auto& [id, t] : lines)
-        if (!t.done) return false;
-      return true;
-    });
-  }
-  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-  while (!core.Idle() || core.Stats().running) std::this_thread::yield();
-  const engine::EngineStats s = core.Stats();
+  // One round: conc requests of fresh random prompts at once, to their end; its wall time.
+  auto round = [&](const std::string& prefix, int64_t max_tokens) {
+    lines.clear();
+    std::vector<std::pair<engine::EngineRequest, engine::OutputSink>> batch;
+    for (int64_t i = 0; i < conc; ++i) {
+      engine::EngineRequest r;
+      r.id = prefix;
+      r.id += std::to_string(i);
+      // Random tokens away from the special ids at the bottom of the vocabulary.
+      std::uniform_int_distribution<int32_t> tok(16, static_cast<int32_t>(vocab) - 1);
+      for (int64_t t = 0; t < o.prompt; ++t) r.prompt.push_back(tok(rng));
+      r.sampling.temperature = 0;
+      r.sampling.max_tokens = max_tokens;
+      r.sampling.ignore_eos = true;
+      lines[r.id];
+      const std::string id = r.id;
+      batch.emplace_back(std::move(r), [&, id](engine::RequestOutput&& out) {
+        std::lock_guard<std::mutex> lock(mu);
+        Timeline& t = lines[id];
+        t.at.insert(t.at.end(), out.tokens.size(), Clock::now());
+        if (out.finish != engine::FinishReason::kNone) {
+          t.done = true;
+          cv.notify_all();
+        }
+      });
+    }
+    const Clock::time_point start = Clock::now();
+    core.SubmitAll(std::move(batch));
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] {
+        for (const auto& [id, t] : lines)
+          if (!t.done) return false;
+        return true;
+      });
+    }
+    const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+    while (!core.Idle() || core.Stats().running) std::this_thread::yield();
+    return wall;
+  };
+  // A warm-up round first: the first steps of a fresh engine record CUDA graphs and size
+  // scratch buffers, which is not decoding.
+  round("warmup", std::min<int64_t>(o.output, 24));
+  const engine::EngineStats before = core.Stats();
+  const double wall = round("r", o.output);
+  engine::EngineStats s = core.Stats();
+  s.steps -= before.steps;
+  s.spec_proposed -= before.spec_proposed;
+  s.spec_accepted -= before.spec_accepted;
+  s.spec_steps -= before.spec_steps;
   std::vector<double> tpot;
   int64_t tokens = 0;
   for (const auto& [id, t] : lines) {
@@ -264,6 +278,7 @@ int Main(int argc, char** argv) {
     spec.num_speculative_tokens = o.k;
     spec.forced_acceptance = o.force;
     spec.uniform_drafts = o.device != "cpu" && o.graphs;
+    if (o.device == "cpu") spec.backoff_free_rows = 2;  // as serve's
     engine::spec::ValidateSpeculativeConfig(spec);
     for (int64_t c : o.conc) {
       for (bool on : {false, true}) {
