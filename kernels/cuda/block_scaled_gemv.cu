@@ -1,14 +1,17 @@
-// BlockScaledGemv: a block of 8 warps per T x 16 weight rows (T MMA tiles) and K range; its warps
-// take the range's steps in turn and sum through shared memory. The K range is the whole row
-// unless the row tiles alone would leave the GPU's resident blocks partly idle (few rows, or a
-// last wave of blocks much smaller than the others): then the grid also splits K and a second
-// kernel adds the splits' f32 partial sums. Input rows go in groups of 8 (the MMA's N): 1 to 8
-// rows cost one group, up to 64 rows eight, each weight tile dequantized once for all of them.
-// With one group (decode, 1-8 rows) a warp takes T = 4 tiles per step (kGemvTiles): each input
-// fragment it loads serves 4 tiles, so the inputs' L1 / L2 traffic per weight byte drops 4x (with
-// T = 1 every block re-read all 8 input rows of its K range from L2, 1.8x the NVFP4 weight bytes
-// it streamed, and their scattered 4-byte loads took 16 L1 wavefronts each).
-// M3_BLOCK_SCALED_GEMV_TILES=1|2|4 picks T for one group (benchmarks: 1 is the former geometry).
+// BlockScaledGemv. One input group (decode, 1-8 rows) on shapes the stages take
+// (block_scaled_stages.cuh: NVFP4 k % 256 == 0, MXFP8 k % 512 == 0, aligned tensors): persistent
+// blocks stream their share of the items (2 tiles of 16 rows times one K split of whole rounds
+// of 8 steps) through a shared-memory ring, the split count chosen so that no block streams
+// many more rounds than the others. Otherwise the register kernels: a block of 8 warps per
+// T x 16 weight rows (T MMA tiles) and K range; its warps take the range's steps in turn and sum
+// through shared memory. The K range is the whole row unless the row tiles alone would leave the
+// GPU's resident blocks partly idle (few rows, or a last wave of blocks much smaller than the
+// others): then the grid also splits K and a second kernel adds the splits' f32 partial sums.
+// Input rows go in groups of 8 (the MMA's N): 1 to 8 rows cost one group, up to 64 rows eight,
+// each weight tile dequantized once for all of them. With one group a warp takes T = 4 tiles per
+// step (kGemvTiles): each input fragment it loads serves 4 tiles, so the inputs' L1 / L2 traffic
+// per weight byte drops 4x. M3_BLOCK_SCALED_GEMV_TILES=1|2|4 picks T for one group, and
+// M3_SCALED_STAGES=0 the register kernels where the stages fit (benchmarks, tests).
 #include "kernels/cuda/block_scaled_gemv.cuh"
 
 #include "kernels/cuda/block_scaled_stages.cuh"

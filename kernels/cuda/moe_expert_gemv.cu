@@ -3,6 +3,10 @@
 // groups; blocks beyond the step's group count exit at once. Each warp owns output rows and
 // streams their weights with 16-byte loads, the group's input rows staged in shared memory in
 // chunks of up to kChunk picks (later chunks re-read the block's weight rows from L2).
+// Block-scaled experts (MoeExpertGemvScaled) on shapes the stages take (block_scaled_stages.cuh)
+// run on persistent blocks instead: the GPU's resident blocks share the step's items (a group's
+// 16 gate + 16 up rows, or 32 down rows) and stream their weights through one shared-memory
+// pipeline; other shapes take the register kernels (a block per 16-row tile and group).
 #include "kernels/cuda/moe_expert_gemv.cuh"
 
 #include <algorithm>
