@@ -229,22 +229,39 @@ __device__ __forceinline__ void APair(const uint4& q, const uint32_t (&scale)[2]
   }
 }
 
+// A lane's raw scale bits at step s (lane t of its quad): NVFP4 the two e4m3 codes of its 32
+// elements, MXFP8 the e8m0 code of its 16.
+template <WeightKind F>
+__device__ __forceinline__ uint32_t ScaleBitsAt(const uint8_t* scales_row, int64_t s, int t) {
+  if constexpr (F == WeightKind::kNvfp4)
+    return __ldg(reinterpret_cast<const uint16_t*>(scales_row + 8 * s + 2 * t));
+  else if constexpr (F == WeightKind::kMxfp8)
+    return __ldg(scales_row + 2 * s + (t >> 1));
+  else
+    return 0;
+}
+
+// Raw scale bits (ScaleBitsAt's) as the multipliers APair / APairHalf take.
+template <WeightKind F, bool H = false>
+__device__ __forceinline__ void ScalesOfBits(uint32_t bits, uint32_t (&out)[2]) {
+  if constexpr (H) {
+    static_assert(F == WeightKind::kNvfp4, "the f16 form is NVFP4's");
+    NvScalesHalf(bits, out);
+  } else if constexpr (F == WeightKind::kMxfp8) {
+    out[0] = MxScale(bits);
+    out[1] = out[0];
+  } else if constexpr (F == WeightKind::kNvfp4) {
+    NvScales(bits, out);
+  } else {
+    out[0] = out[1] = 0;
+  }
+}
+
 // Row scales of a lane's 16 bytes at step s (lane t of its quad).
 template <WeightKind F, bool H = false>
 __device__ __forceinline__ void LoadScales(const uint8_t* scales_row, int64_t s, int t,
                                            uint32_t (&out)[2]) {
-  if constexpr (H) {
-    static_assert(F == WeightKind::kNvfp4, "the f16 form is NVFP4's");
-    NvScalesHalf(__ldg(reinterpret_cast<const uint16_t*>(scales_row + 8 * s + 2 * t)), out);
-  } else if constexpr (F == WeightKind::kMxfp8) {
-    out[0] = MxScale(__ldg(scales_row + 2 * s + (t >> 1)));
-    out[1] = out[0];
-  } else if constexpr (F == WeightKind::kNvfp4) {
-    const uint16_t two = __ldg(reinterpret_cast<const uint16_t*>(scales_row + 8 * s + 2 * t));
-    NvScales(two, out);
-  } else {
-    out[0] = out[1] = 0;
-  }
+  ScalesOfBits<F, H>(ScaleBitsAt<F>(scales_row, s, t), out);
 }
 
 // A 16-row weight tile as a lane sees it: rows g and g + 8 (codes and scales).
@@ -302,6 +319,42 @@ M3_SCALED_HD inline int64_t StepsOf(WeightKind kind, int64_t k) {
 // held: the warp's next round of loads then finds its lines in L2 or on their way).
 __device__ __forceinline__ void PrefetchL2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// One warp step of TileMma: acc += the tiles' weights q (a lane's 16 bytes of rows g and g + 8,
+// with their scales sc) times the inputs at the lane's K offset kx (in_row false: the lane's part
+// lies past the row's end, zeros).
+template <WeightKind F, int NTILE, int NT, bool H>
+__device__ __forceinline__ void StepMma(const uint4 (&q)[NTILE][2],
+                                        const uint32_t (&sc)[NTILE][2][2],
+                                        const bf16* const (&xrow)[NT], int64_t kx, bool in_row,
+                                        float (&acc)[NTILE][NT][4]) {
+#pragma unroll
+  for (int j = 0; j < Kind<F>::kMmas; ++j) {
+    uint32_t a[NTILE][4];
+#pragma unroll
+    for (int i = 0; i < NTILE; ++i) {
+      if constexpr (H) {
+        APairHalf(q[i][0], sc[i][0], j, a[i][0], a[i][2]);
+        APairHalf(q[i][1], sc[i][1], j, a[i][1], a[i][3]);
+      } else {
+        APair<F>(q[i][0], sc[i][0], j, a[i][0], a[i][2]);
+        APair<F>(q[i][1], sc[i][1], j, a[i][1], a[i][3]);
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      uint32_t b0, b1;
+      LoadB<F, H>(in_row ? xrow[n] : nullptr, kx, j, b0, b1);
+#pragma unroll
+      for (int i = 0; i < NTILE; ++i) {
+        if constexpr (H)
+          Mma16816F16(acc[i][n], a[i][0], a[i][1], a[i][2], a[i][3], b0, b1);
+        else
+          Mma16816(acc[i][n], a[i][0], a[i][1], a[i][2], a[i][3], b0, b1);
+      }
+    }
+  }
 }
 
 // acc[i][n] (C fragments: rows g, g + 8 of tile i, input rows 2t, 2t + 1 of group n) +=
@@ -369,33 +422,7 @@ __device__ __forceinline__ void TileMma(const TileLane (&tile)[NTILE],
       const int64_t su = s + u * stride;
       if (su >= s1) break;
       const int64_t kx = su * KT::kStepK + t * (KT::kStepK / 4);
-      const bool in_row = kx < k;  // the lane's part of a partial last step: zeros
-#pragma unroll
-      for (int j = 0; j < KT::kMmas; ++j) {
-        uint32_t a[NTILE][4];
-#pragma unroll
-        for (int i = 0; i < NTILE; ++i) {
-          if constexpr (H) {
-            APairHalf(q[u][i][0], sc[u][i][0], j, a[i][0], a[i][2]);
-            APairHalf(q[u][i][1], sc[u][i][1], j, a[i][1], a[i][3]);
-          } else {
-            APair<F>(q[u][i][0], sc[u][i][0], j, a[i][0], a[i][2]);
-            APair<F>(q[u][i][1], sc[u][i][1], j, a[i][1], a[i][3]);
-          }
-        }
-#pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          uint32_t b0, b1;
-          LoadB<F, H>(in_row ? xrow[n] : nullptr, kx, j, b0, b1);
-#pragma unroll
-          for (int i = 0; i < NTILE; ++i) {
-            if constexpr (H)
-              Mma16816F16(acc[i][n], a[i][0], a[i][1], a[i][2], a[i][3], b0, b1);
-            else
-              Mma16816(acc[i][n], a[i][0], a[i][1], a[i][2], a[i][3], b0, b1);
-          }
-        }
-      }
+      StepMma<F, NTILE, NT, H>(q[u], sc[u], xrow, kx, kx < k, acc);
     }
   }
 }

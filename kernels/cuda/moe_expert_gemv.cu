@@ -3,12 +3,18 @@
 // groups; blocks beyond the step's group count exit at once. Each warp owns output rows and
 // streams their weights with 16-byte loads, the group's input rows staged in shared memory in
 // chunks of up to kChunk picks (later chunks re-read the block's weight rows from L2).
+// Block-scaled experts (MoeExpertGemvScaled) on shapes the stages take (block_scaled_stages.cuh)
+// run on persistent blocks instead: the GPU's resident blocks share the step's items (a group's
+// 16 gate + 16 up rows, or 32 down rows) and stream their weights through one shared-memory
+// pipeline; other shapes take the register kernels (a block per 16-row tile and group).
 #include "kernels/cuda/moe_expert_gemv.cuh"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 #include "kernels/cuda/bf16x8.cuh"
+#include "kernels/cuda/block_scaled_stages.cuh"
 
 namespace m3::kernels::cuda {
 namespace {
@@ -331,6 +337,145 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// The staged kernels (block_scaled_stages.cuh): persistent blocks streaming their share of the
+// items through one shared-memory pipeline; an item is one group's gate and up tiles of 16 rows
+// (gate_up) or 32 rows (down), all of its picks in passes of 8. NVFP4 takes the f16 form.
+constexpr int kStagedTileRows = 32;  // two tiles of 16 rows per item
+constexpr int kScaledStages = 4;
+template <WeightKind F>
+constexpr size_t kStagedBytes = StagedLayout<F, 2, kScaledStages>::kBytes;
+template <WeightKind F>
+constexpr bool kStagedHalf = F == WeightKind::kNvfp4;
+
+// The items first, first + gridDim.x, ... < items a block streams.
+__device__ __forceinline__ int64_t ItemsOfBlock(int64_t items) {
+  const int64_t first = blockIdx.x;
+  return items > first ? (items - first + gridDim.x - 1) / gridDim.x : 0;
+}
+
+// The tile of `rows` rows of k columns that starts at row r (rows past the end: the last one).
+template <WeightKind F>
+__device__ __forceinline__ StagedTile StagedTileAt(const ScaledRows& w, int64_t r, int64_t rows,
+                                                   int64_t k) {
+  r = min(r, rows - 1);
+  return {static_cast<const uint8_t*>(w.data) + r * RowBytes(F, k),
+          w.scales + r * Kind<F>::kScaleCols(k),
+          static_cast<int>(max(int64_t{1}, min(int64_t{16}, rows - r)))};
+}
+
+// act[slot, c0 + r] = SwiGLU-OAI(gate row, up row) for every item (group, 16 rows c0..).
+template <WeightKind F>
+__global__ void __launch_bounds__(kThreads, kStagedMinBlocks)
+    StagedGateUpKernel(const bf16* x, ScaledRows w, int64_t E, int64_t H, int64_t I, int64_t topk,
+                       float alpha, float limit, Scratch s) {
+  ChainedKernelStart();
+  extern __shared__ __align__(16) uint8_t ring[];
+  __shared__ float red[kWarps][2][16][kScaledPicks + 1];
+  const int warp = threadIdx.x / 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int64_t per_group = (I + 15) / 16;
+  using Item = StagedItem<2>;
+  auto describe = [&](int64_t id) {
+    const int64_t grp = id / per_group, c0 = id % per_group * 16, e = s.group_expert[grp];
+    Item it;
+    it.tiles[0] = StagedTileAt<F>(w, e * 2 * I + c0, E * 2 * I, H);
+    it.tiles[1] = StagedTileAt<F>(w, e * 2 * I + I + c0, E * 2 * I, H);
+    it.s0 = 0;
+    it.s1 = StepsOf(F, H);
+    it.passes = (s.group_start[grp + 1] - s.group_start[grp] + kScaledPicks - 1) / kScaledPicks;
+    return it;
+  };
+  auto inputs = [&](int64_t id, const Item&, int pass, const bf16*(&xrow)[1]) {
+    const int64_t grp = id / per_group;
+    const int slot = s.group_start[grp] + pass * kScaledPicks + g;
+    xrow[0] = slot < s.group_start[grp + 1] ? x + (s.pick_of_slot[slot] / topk) * H : nullptr;
+  };
+  auto finish = [&](int64_t id, const Item&, int pass, const float(&acc)[2][1][4]) {
+    const int64_t grp = id / per_group, c0 = id % per_group * 16, e = s.group_expert[grp];
+    const int s0 = s.group_start[grp] + pass * kScaledPicks, g1 = s.group_start[grp + 1];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      red[warp][i][g][2 * t] = acc[i][0][0];
+      red[warp][i][g][2 * t + 1] = acc[i][0][1];
+      red[warp][i][g + 8][2 * t] = acc[i][0][2];
+      red[warp][i][g + 8][2 * t + 1] = acc[i][0][3];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * kScaledPicks; i += kThreads) {
+      const int r = i % 16, c = i / 16;
+      if (s0 + c >= g1 || c0 + r >= I) continue;
+      float gate = 0.0f, up = 0.0f;
+#pragma unroll
+      for (int q = 0; q < kWarps; ++q) {
+        gate += red[q][0][r][c];
+        up += red[q][1][r][c];
+      }
+      const int64_t gate_row = e * 2 * I + c0 + r;
+      gate *= PostOf<F, kStagedHalf<F>>() * (w.row_scale ? w.row_scale[gate_row] : 1.0f);
+      up *= PostOf<F, kStagedHalf<F>>() * (w.row_scale ? w.row_scale[gate_row + I] : 1.0f);
+      const float gs = fminf(gate, limit);
+      const float us = fminf(fmaxf(up, -limit), limit);
+      s.act[(s0 + c) * I + c0 + r] =
+          __float2bfloat16((us + 1.0f) * (gs / (1.0f + expf(-alpha * gs))));
+    }
+  };
+  StagedStream<F, 2, 1, kScaledStages, kStagedHalf<F>>(
+      blockIdx.x, gridDim.x, ItemsOfBlock(*s.num_groups * per_group), RowBytes(F, H),
+      Kind<F>::kScaleCols(H), ring, describe, inputs, finish);
+}
+
+// ys[slot, h0 + r] = down row . act[slot] for every item (group, 32 rows h0..).
+template <WeightKind F>
+__global__ void __launch_bounds__(kThreads, kStagedMinBlocks)
+    StagedDownKernel(ScaledRows w, int64_t E, int64_t H, int64_t I, Scratch s, float* ys) {
+  ChainedKernelStart();
+  extern __shared__ __align__(16) uint8_t ring[];
+  __shared__ float red[kWarps][kStagedTileRows][kScaledPicks + 1];
+  const int warp = threadIdx.x / 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int64_t per_group = (H + kStagedTileRows - 1) / kStagedTileRows;
+  using Item = StagedItem<2>;
+  auto describe = [&](int64_t id) {
+    const int64_t grp = id / per_group, h0 = id % per_group * kStagedTileRows;
+    const int64_t e = s.group_expert[grp];
+    Item it;
+    it.tiles[0] = StagedTileAt<F>(w, e * H + min(h0, H - 1), E * H, I);
+    it.tiles[1] = StagedTileAt<F>(w, e * H + min(h0 + 16, H - 1), E * H, I);
+    it.s0 = 0;
+    it.s1 = StepsOf(F, I);
+    it.passes = (s.group_start[grp + 1] - s.group_start[grp] + kScaledPicks - 1) / kScaledPicks;
+    return it;
+  };
+  auto inputs = [&](int64_t id, const Item&, int pass, const bf16*(&xrow)[1]) {
+    const int64_t grp = id / per_group;
+    const int slot = s.group_start[grp] + pass * kScaledPicks + g;
+    xrow[0] = slot < s.group_start[grp + 1] ? s.act + slot * I : nullptr;
+  };
+  auto finish = [&](int64_t id, const Item&, int pass, const float(&acc)[2][1][4]) {
+    const int64_t grp = id / per_group, h0 = id % per_group * kStagedTileRows;
+    const int64_t e = s.group_expert[grp];
+    const int s0 = s.group_start[grp] + pass * kScaledPicks, g1 = s.group_start[grp + 1];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      red[warp][16 * i + g][2 * t] = acc[i][0][0];
+      red[warp][16 * i + g][2 * t + 1] = acc[i][0][1];
+      red[warp][16 * i + g + 8][2 * t] = acc[i][0][2];
+      red[warp][16 * i + g + 8][2 * t + 1] = acc[i][0][3];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < kStagedTileRows * kScaledPicks; i += kThreads) {
+      const int r = i % kStagedTileRows, c = i / kStagedTileRows;
+      if (s0 + c >= g1 || h0 + r >= H) continue;
+      float sum = 0.0f;
+#pragma unroll
+      for (int q = 0; q < kWarps; ++q) sum += red[q][r][c];
+      ys[(s0 + c) * H + h0 + r] =
+          sum * PostOf<F, kStagedHalf<F>>() * (w.row_scale ? w.row_scale[e * H + h0 + r] : 1.0f);
+    }
+  };
+  StagedStream<F, 2, 1, kScaledStages, kStagedHalf<F>>(
+      blockIdx.x, gridDim.x, ItemsOfBlock(*s.num_groups * per_group), RowBytes(F, I),
+      Kind<F>::kScaleCols(I), ring, describe, inputs, finish);
+}
+
 // Gate / up tile pairs per gate_up block (M3_MOE_SCALED_GATEUP_PAIRS=1|2 overrides). 1: with 2
 // pairs, 2 down tiles and the L2 prefetch one MoE layer's decode took 220 / 1148 us (MXFP8, batch
 // 1 / 8) against 102.5 / 621 us in this geometry (H200, 2026-11-28).
@@ -401,9 +546,33 @@ void LaunchGateUpPairs(const bf16* x, const ScaledRows& w, const MoeGemvDims& d,
   LaunchAfterPrior(kernel, dim3(Blocks(d.inter, 16 * P), max_groups), kThreads, 0, stream, x, w,
                    d.experts, d.hidden, d.inter, d.topk, d.alpha, d.limit, s, ScaledPrefetch());
 }
+// Resident blocks of a staged kernel on the whole GPU (its grid: persistent blocks).
+template <typename Kernel>
+unsigned StagedGrid(Kernel kernel, size_t smem, int64_t items_bound) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) !=
+          cudaSuccess ||
+      per_sm <= 0) {
+    cudaGetLastError();
+    per_sm = 1;
+  }
+  return static_cast<unsigned>(std::min<int64_t>(items_bound, int64_t{per_sm} * SmCount()));
+}
+
 template <WeightKind F>
 void LaunchGateUpScaled(const bf16* x, const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
                         unsigned max_groups, cudaStream_t stream) {
+  if constexpr (F != WeightKind::kBf16) {
+    if (StagesEnabled() && StagedFits(w, d.hidden)) {
+      auto kernel = StagedGateUpKernel<F>;
+      AllowSharedBytes(kernel, kStagedBytes<F>);  // per launch: the opt-in is per device
+      const unsigned grid =
+          StagedGrid(kernel, kStagedBytes<F>, int64_t{max_groups} * ((d.inter + 15) / 16));
+      LaunchAfterPrior(kernel, grid, kThreads, kStagedBytes<F>, stream, x, w, d.experts, d.hidden,
+                       d.inter, d.topk, d.alpha, d.limit, s);
+      return;
+    }
+  }
   if (GateUpPairs() == 2 && d.inter % 32 == 0)
     return LaunchGateUpPairs<F, 2>(x, w, d, s, max_groups, stream);
   LaunchGateUpPairs<F, 1>(x, w, d, s, max_groups, stream);
@@ -419,6 +588,18 @@ void LaunchDownTiles(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s
 template <WeightKind F>
 void LaunchDownScaled(const ScaledRows& w, const MoeGemvDims& d, const Scratch& s,
                       unsigned max_groups, float* ys, cudaStream_t stream) {
+  if constexpr (F != WeightKind::kBf16) {
+    if (StagesEnabled() && StagedFits(w, d.inter)) {
+      auto kernel = StagedDownKernel<F>;
+      AllowSharedBytes(kernel, kStagedBytes<F>);
+      const unsigned grid =
+          StagedGrid(kernel, kStagedBytes<F>,
+                     int64_t{max_groups} * ((d.hidden + kStagedTileRows - 1) / kStagedTileRows));
+      LaunchAfterPrior(kernel, grid, kThreads, kStagedBytes<F>, stream, w, d.experts, d.hidden,
+                       d.inter, s, ys);
+      return;
+    }
+  }
   switch (DownTiles()) {
     case 4:
       return LaunchDownTiles<F, 4>(w, d, s, max_groups, ys, stream);

@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -398,6 +399,27 @@ size_t MoeExpertsScaledWorkspaceBytes(int64_t rows, const MoeExpertsDims& d, Wei
   return MoeExpertGemvScaledFits(picks, gd) ? GemvLayout(picks, d).total() : 0;
 }
 
+namespace {
+// The step's expert ids on the host and the picks of each expert (one synchronization: the
+// prefill paths size their work by them); an id at or past `experts` is an error, a negative one
+// (another rank's expert) counts nowhere.
+struct HostPicks {
+  std::vector<int32_t> ids;
+  std::vector<int64_t> count;
+};
+HostPicks PicksPerExpert(const int32_t* ids, int64_t picks, int64_t experts, cudaStream_t stream) {
+  HostPicks h{std::vector<int32_t>(picks), std::vector<int64_t>(experts, 0)};
+  Check(cudaMemcpyAsync(h.ids.data(), ids, picks * sizeof(int32_t), cudaMemcpyDeviceToHost, stream),
+        "expert ids download");
+  Check(cudaStreamSynchronize(stream), "expert ids download");
+  for (int32_t e : h.ids) {
+    if (e >= experts) throw std::runtime_error("MoeGroupedExperts: expert id out of range");
+    if (e >= 0) ++h.count[e];
+  }
+  return h;
+}
+}  // namespace
+
 void MoeGroupedExpertsScaled(cublasHandle_t handle, const bf16* x, int64_t rows, const int32_t* ids,
                              const void* weights, ElemType weights_t, const ScaledRows& gate_up,
                              const ScaledRows& down, const MoeExpertsDims& d, bf16* out,
@@ -418,16 +440,7 @@ void MoeGroupedExpertsScaled(cublasHandle_t handle, const bf16* x, int64_t rows,
   }
   // Prefill-sized: the experts that have picks, dequantized chunk by chunk (one host
   // synchronization to learn which, then the bf16 path's own per chunk).
-  std::vector<int32_t> host_ids(picks);
-  Check(cudaMemcpyAsync(host_ids.data(), ids, picks * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                        stream),
-        "expert ids download");
-  Check(cudaStreamSynchronize(stream), "expert ids download");
-  std::vector<char> used(E, 0);
-  for (int32_t e : host_ids) {
-    if (e >= E) throw std::runtime_error("MoeGroupedExperts: expert id out of range");
-    if (e >= 0) used[e] = 1;
-  }
+  const std::vector<int64_t> picks_of = PicksPerExpert(ids, picks, E, stream).count;
   const size_t per_expert = static_cast<size_t>(3 * I * H) * 2;
   int64_t chunk = static_cast<int64_t>(kMoeDequantChunkBytes / per_expert);
   if (const char* v = std::getenv("M3_MOE_DEQUANT_CHUNK_EXPERTS"))  // tests: several chunks
@@ -446,7 +459,8 @@ void MoeGroupedExpertsScaled(cublasHandle_t handle, const bf16* x, int64_t rows,
   try {
     for (int64_t e0 = 0; e0 < E; e0 += chunk) {
       const int64_t n = std::min(chunk, E - e0);
-      if (std::none_of(used.begin() + e0, used.begin() + e0 + n, [](char u) { return u != 0; }))
+      if (std::all_of(picks_of.begin() + e0, picks_of.begin() + e0 + n,
+                      [](int64_t c) { return c == 0; }))
         continue;
       const bf16* gu = ExpertRows(gate_up, e0, n, 2 * I, H, gu_buf, stream);
       const bf16* dn = ExpertRows(down, e0, n, H, I, down_buf, stream);
@@ -496,17 +510,11 @@ void MoeGroupedExperts(cublasHandle_t handle, const bf16* x, int64_t rows, const
                    stream);
     return;
   }
-  std::vector<int32_t> host_ids(picks);
-  Check(cudaMemcpyAsync(host_ids.data(), ids, picks * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                        stream),
-        "expert ids download");
-  Check(cudaStreamSynchronize(stream), "expert ids download");
-  std::vector<int64_t> count(E, 0);
-  int64_t live = 0;  // picks of this rank's experts (negative ids: another rank's, no slot)
-  for (int32_t e : host_ids) {
-    if (e >= E) throw std::runtime_error("MoeGroupedExperts: expert id out of range");
-    if (e >= 0) ++count[e], ++live;
-  }
+  const HostPicks host = PicksPerExpert(ids, picks, E, stream);
+  const std::vector<int32_t>& host_ids = host.ids;
+  const std::vector<int64_t>& count = host.count;
+  // Picks of this rank's experts (negative ids: another rank's, no slot).
+  const int64_t live = std::accumulate(count.begin(), count.end(), int64_t{0});
   if (live == 0) {  // every pick another rank's: out = 0 * scale + out, as the other paths
     Unpermute(nullptr, nullptr, ids, weights, weights_t, rows, K, H, d.scale, out, stream);
     return;

@@ -15,9 +15,10 @@
 // Usage: m3-bench-quant-gemm [--quick]   (--quick: fewer shapes and replays, about a minute)
 // Beside each table the kernels' other geometries are timed for comparison (environment
 // overrides the kernels read at launch, struct Variant): "former" (the kernels before the row
-// tiles and the L2 prefetch: M3_BLOCK_SCALED_GEMV_TILES=1 M3_MOE_SCALED_DOWN_TILES=1
-// M3_BLOCK_SCALED_PREFETCH=0 M3_NVFP4_HALF=0 M3_MOE_SCALED_GATEUP_PAIRS=1), "no pf" (the defaults
-// without the L2 prefetch), "T2" (2 GEMV row tiles per warp step instead of 4), "dn4" (4 MoE down
+// tiles: M3_BLOCK_SCALED_GEMV_TILES=1 M3_MOE_SCALED_DOWN_TILES=1 M3_NVFP4_HALF=0
+// M3_MOE_SCALED_GATEUP_PAIRS=1), "regs" (the register-loaded kernels' defaults instead of the
+// shared-memory staged ones, M3_SCALED_STAGES=0; every variant below is one of the register
+// kernels), "T2" (2 GEMV row tiles per warp step instead of 4), "dn4" (4 MoE down
 // row tiles per block instead of 2), "bf16 form" (NVFP4 dequantized to bf16 rather than f16,
 // M3_NVFP4_HALF=0).
 #include <cublas_v2.h>
@@ -51,22 +52,21 @@ cublasHandle_t g_blas = nullptr;
 bool g_quick = false;
 
 // The kernels' geometries the tables compare (environment overrides the kernels read at each
-// launch; null: unset, the default). "former": today's kernels before the row tiles and the L2
-// prefetch.
+// launch; null: unset, the default). "former": the register kernels before the row tiles.
 struct Variant {
   const char* gemv_tiles;  // M3_BLOCK_SCALED_GEMV_TILES
   const char* down_tiles;  // M3_MOE_SCALED_DOWN_TILES
-  const char* prefetch;    // M3_BLOCK_SCALED_PREFETCH
+  const char* stages;      // M3_SCALED_STAGES
   const char* nv_half;     // M3_NVFP4_HALF
   const char* gate_pairs;  // M3_MOE_SCALED_GATEUP_PAIRS
 };
 constexpr int kVars = 5;
 constexpr Variant kDefault{nullptr, nullptr, nullptr, nullptr, nullptr};
 constexpr Variant kFormer{"1", "1", "0", "0", "1"};
-constexpr Variant kNoPrefetch{nullptr, nullptr, "0", nullptr, nullptr};
-constexpr Variant kGemvTiles2{"2", nullptr, nullptr, nullptr, nullptr};
-constexpr Variant kDownTiles4{nullptr, "4", nullptr, nullptr, nullptr};
-constexpr Variant kBf16Form{nullptr, nullptr, nullptr, "0", nullptr};
+constexpr Variant kRegisters{nullptr, nullptr, "0", nullptr, nullptr};
+constexpr Variant kGemvTiles2{"2", nullptr, "0", nullptr, nullptr};
+constexpr Variant kDownTiles4{nullptr, "4", "0", nullptr, nullptr};
+constexpr Variant kBf16Form{nullptr, nullptr, "0", "0", nullptr};
 
 // Runs `f` under the variant's environment, then restores the environment.
 template <typename F>
@@ -77,10 +77,10 @@ auto Under(const Variant& v, F&& f) {
     std::string value;
   } saved[kVars] = {{"M3_BLOCK_SCALED_GEMV_TILES", false, ""},
                     {"M3_MOE_SCALED_DOWN_TILES", false, ""},
-                    {"M3_BLOCK_SCALED_PREFETCH", false, ""},
+                    {"M3_SCALED_STAGES", false, ""},
                     {"M3_NVFP4_HALF", false, ""},
                     {"M3_MOE_SCALED_GATEUP_PAIRS", false, ""}};
-  const char* const want[kVars] = {v.gemv_tiles, v.down_tiles, v.prefetch, v.nv_half, v.gate_pairs};
+  const char* const want[kVars] = {v.gemv_tiles, v.down_tiles, v.stages, v.nv_half, v.gate_pairs};
   for (int i = 0; i < kVars; ++i) {
     if (const char* old = std::getenv(saved[i].name)) {
       saved[i].had = true;
@@ -299,7 +299,7 @@ void DecodeGemv(double hbm) {
   std::printf("\n== decode GEMV: us per call, weight GB/s, %% of HBM %.0f GB/s ==\n", hbm / 1e9);
   std::printf("%-26s %5s | %9s %6s | %9s %6s %6s | %9s %6s %6s | %23s | %31s\n", "shape", "batch",
               "bf16 us", "%HBM", "MXFP8 us", "%HBM", "x bf16", "NVFP4 us", "%HBM", "x bf16",
-              "MX former/no pf/T2 us", "NV former/no pf/T2/bf16 form us");
+              "MX former/regs/T2 us", "NV former/regs/T2/bf16 form us");
   uint64_t seed = 1;
   for (const Shape& s : shapes) {
     const int64_t max_m = batches.back();
@@ -313,7 +313,7 @@ void DecodeGemv(double hbm) {
       for (int c = 0, n = CopiesFor(bytes); c < n; ++c)
         w[f].push_back(std::make_unique<Weight>(kinds[f], s.n, s.k, seed++));
     }
-    const Variant variants[5] = {kDefault, kFormer, kNoPrefetch, kGemvTiles2, kBf16Form};
+    const Variant variants[5] = {kDefault, kFormer, kRegisters, kGemvTiles2, kBf16Form};
     size_t ws_bytes = 0;
     for (const Variant& v : variants)
       for (int64_t m : batches)
@@ -363,8 +363,8 @@ void MoeDecode() {
               static_cast<long long>(H));
   const WeightKind kinds[3] = {WeightKind::kBf16, WeightKind::kMxfp8, WeightKind::kNvfp4};
   std::printf("%5s | %10s | %10s %6s | %10s %6s | %26s | %35s\n", "batch", "bf16 us", "MXFP8 us",
-              "x bf16", "NVFP4 us", "x bf16", "MX former/no pf/dn4 us",
-              "NV former/no pf/dn4/bf16 form us");
+              "x bf16", "NVFP4 us", "x bf16", "MX former/regs/dn4 us",
+              "NV former/regs/dn4/bf16 form us");
   const int kRoutings = 16;
   for (const int64_t rows : {int64_t{1}, int64_t{8}}) {
     std::mt19937 rng(static_cast<uint32_t>(rows));
@@ -387,7 +387,7 @@ void MoeDecode() {
     d.hidden = H;
     d.topk = K;
     double ms[3], alt[3][4] = {};
-    const Variant variants[4] = {kFormer, kNoPrefetch, kDownTiles4, kBf16Form};
+    const Variant variants[4] = {kFormer, kRegisters, kDownTiles4, kBf16Form};
     for (int f = 0; f < 3; ++f) {
       // One layer's experts in this format at a time (bf16: 14.5 GB).
       const Weight gu(kinds[f], E * 2 * I, H, 10 + f), dn(kinds[f], E * H, I, 20 + f);

@@ -301,9 +301,46 @@ TEST_CASE("NVFP4 GEMV and prefill GEMM match the CPU twin at the real shapes") {
   RealShapes(WeightFormat::kNvfp4);
 }
 
-// The decode GEMV's other geometries (M3_BLOCK_SCALED_GEMV_TILES: row tiles per warp step with
-// 1-8 rows; M3_NVFP4_HALF=0: NVFP4 in bf16 rather than f16; the benchmark times them) against the
-// CPU twin, as the default one above.
+// The shared-memory staged GEMV (block_scaled_stages.cuh) where its edges are: a partial last
+// 32-row block, few rows (the grid splits K into whole rounds of 8 steps), K of one round or less.
+TEST_CASE("the staged BlockScaledGemv matches the CPU twin at partial blocks and K splits") {
+  Gpu g;
+  if (!g.stream) return;
+  const Shape2 shapes[] = {
+      {"partial block 200 x 1024", 200, 1024},
+      {"few rows 48 x 6144", 48, 6144},
+      {"one row tile 16 x 512", 16, 512},
+      {"rounds 96 x 1536", 96, 1536},
+  };
+  for (const WeightFormat f : {WeightFormat::kMxfp8, WeightFormat::kNvfp4}) {
+    const char* name = f == WeightFormat::kMxfp8 ? "MXFP8" : "NVFP4";
+    uint32_t seed = 500;
+    for (const Shape2& s : shapes) {
+      const HostWeight h = MakeWeight(f, s.n, s.k, ++seed, 2);
+      const GpuWeight w(h);
+      std::vector<float> dense(static_cast<size_t>(h.n * h.k));
+      cpu::DequantizeBlockScaled(h.cpu_format(), h.codes.data(), h.scales.data(),
+                                 h.row_scale.data(), h.n, h.k, dense.data());
+      for (const int64_t m : {1, 5, 8}) {
+        CAPTURE(name);
+        CAPTURE(s.name);
+        CAPTURE(m);
+        const std::vector<float> x = RandomBf16(m * h.k, seed * 13 + static_cast<uint32_t>(m));
+        std::vector<float> ref(static_cast<size_t>(m * h.n));
+        cpu::Linear(x.data(), m, h.k, dense.data(), h.n, nullptr, ref.data());
+        const double worst = WorstError(GpuLinear(g, w, h, x, m), ref, 1e-3);
+        std::printf("  %-6s staged %-28s m %lld  worst %.3f\n", name, s.name,
+                    static_cast<long long>(m), worst);
+        CHECK(worst <= 1.0);
+      }
+    }
+  }
+}
+
+// The register-loaded decode GEMV (M3_SCALED_STAGES=0; the default path above takes the staged
+// kernel where the shape allows) in its geometries (M3_BLOCK_SCALED_GEMV_TILES: row tiles per warp
+// step with 1-8 rows; M3_NVFP4_HALF=0: NVFP4 in bf16 rather than f16; the benchmark times them)
+// against the CPU twin.
 TEST_CASE("BlockScaledGemv matches the CPU twin in each of its row-tile geometries") {
   Gpu g;
   if (!g.stream) return;
@@ -339,9 +376,11 @@ TEST_CASE("BlockScaledGemv matches the CPU twin in each of its row-tile geometri
           CAPTURE(m);
           setenv("M3_BLOCK_SCALED_GEMV_TILES", tiles, 1);
           setenv("M3_NVFP4_HALF", half, 1);
+          setenv("M3_SCALED_STAGES", "0", 1);
           const std::vector<float> y = GpuLinear(g, w, h, x, m);
           unsetenv("M3_BLOCK_SCALED_GEMV_TILES");
           unsetenv("M3_NVFP4_HALF");
+          unsetenv("M3_SCALED_STAGES");
           const double worst = WorstError(y, ref, 1e-3);
           std::printf("  %-6s %-32s tiles %s %s m %lld  worst %.3f\n", name, s.name, tiles,
                       half[0] == '0' ? "bf16" : "f16 ", static_cast<long long>(m), worst);
@@ -508,7 +547,8 @@ TEST_CASE("MoeExperts on MXFP8 and NVFP4 experts matches the CPU on the dequanti
   }
 }
 
-// The MoE kernels' other geometries (M3_MOE_SCALED_DOWN_TILES: down row tiles per block;
+// The register-loaded MoE kernels (M3_SCALED_STAGES=0) in their geometries
+// (M3_MOE_SCALED_DOWN_TILES: down row tiles per block;
 // M3_MOE_SCALED_GATEUP_PAIRS: gate / up tile pairs per block; M3_NVFP4_HALF=0: NVFP4 in bf16
 // rather than f16; the benchmark times them), as the defaults above.
 TEST_CASE("MoeExperts on block-scaled experts matches the CPU in each down-kernel geometry") {
@@ -525,6 +565,7 @@ TEST_CASE("MoeExperts on block-scaled experts matches the CPU in each down-kerne
     setenv("M3_MOE_SCALED_DOWN_TILES", variant[0], 1);
     setenv("M3_NVFP4_HALF", variant[1], 1);
     setenv("M3_MOE_SCALED_GATEUP_PAIRS", variant[2], 1);
+    setenv("M3_SCALED_STAGES", "0", 1);
     for (const WeightFormat f : {WeightFormat::kMxfp8, WeightFormat::kNvfp4}) {
       if (f == WeightFormat::kMxfp8 && variant[1][0] == '0') continue;  // NVFP4's forms only
       // Narrower experts than the real ones keep the CPU side short; the demo widths' partial
@@ -535,6 +576,7 @@ TEST_CASE("MoeExperts on block-scaled experts matches the CPU in each down-kerne
     unsetenv("M3_MOE_SCALED_DOWN_TILES");
     unsetenv("M3_NVFP4_HALF");
     unsetenv("M3_MOE_SCALED_GATEUP_PAIRS");
+    unsetenv("M3_SCALED_STAGES");
   }
 }
 
