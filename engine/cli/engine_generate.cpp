@@ -36,16 +36,21 @@ void AppendMedia(const std::optional<VisionInput>& v, bool video, int64_t merge,
 
 }  // namespace
 
+EngineRequest RequestFromInputs(const ModelInputs& inputs, const std::string& id, int64_t merge) {
+  EngineRequest req;
+  req.id = id;
+  req.prompt.assign(inputs.input_ids.begin(), inputs.input_ids.end());
+  merge = std::max<int64_t>(merge, 1);
+  AppendMedia(inputs.images, false, merge, req.media);
+  AppendMedia(inputs.videos, true, merge, req.media);
+  return req;
+}
+
 EngineGenerateResult EngineGenerate(const std::string& model_dir, const RunnerOptions& runner,
                                     const EngineConfig& config, const ModelInputs& inputs,
                                     const SamplingRequest& sampling) {
   EngineCore core(LoadModelRunner(model_dir, runner), config);
-  EngineRequest req;
-  req.id = "generate";
-  req.prompt.assign(inputs.input_ids.begin(), inputs.input_ids.end());
-  const int64_t merge = std::max<int64_t>(core.info().spatial_merge_size, 1);
-  AppendMedia(inputs.images, false, merge, req.media);
-  AppendMedia(inputs.videos, true, merge, req.media);
+  EngineRequest req = RequestFromInputs(inputs, "generate", core.info().spatial_merge_size);
   req.sampling =
       ResolveSamplingParams(sampling, LoadGenerationConfig(model_dir), core.info().eos_token_ids,
                             core.info().vocab_size, core.FreshSeed());

@@ -19,6 +19,10 @@ struct EngineGenerateResult {
   EngineStats stats;  // the speculative counters among them
 };
 
+// The prompt and media of `inputs` (each image / video item its grid's rows of the patches) as
+// an EngineRequest with id `id` (sampling left default); `merge`: the spatial merge size.
+EngineRequest RequestFromInputs(const ModelInputs& inputs, const std::string& id, int64_t merge);
+
 // Runs `inputs` as one request, its sampling resolved against the model's generation_config.json
 // and eos ids; throws the request's error (its code) if it fails.
 EngineGenerateResult EngineGenerate(const std::string& model_dir, const RunnerOptions& runner,

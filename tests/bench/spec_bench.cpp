@@ -16,6 +16,9 @@
 //   m3-bench-spec --model DIR [--device cuda] [--load-format dummy] [--conc 1,4,16]
 //       [--prompt 512] [--output 128] [--k 3] [--method ngram] [--force-acceptance 0.7]
 //       [--context 32768] [--steps 50] [--skip-serving] [--skip-verify] [--cuda-graphs on|off]
+//       [--eos] (stop at eos) [--draft DIR] (eagle3) [--inputs FILE] (the prompt of every request:
+//       a prepared `m3-gateway prepare` output, e.g.
+//       tests/data/demo-model/bench/sample3_describe.safetensors)
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -24,11 +27,14 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "engine/cli/engine_generate.h"
+#include "engine/model_inputs.h"
 #include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "engine/spec/speculative_config.h"
@@ -42,7 +48,10 @@ using nlohmann::json;
 
 struct Options {
   std::string model, device = "cpu", method = "ngram";
+  std::string draft;   // --draft DIR: the EAGLE-3 draft (--method eagle3)
+  std::string inputs;  // --inputs FILE: every request's prompt (and media), else random tokens
   bool dummy = false, serving = true, verify = true, graphs = true;
+  bool eos = false;  // --eos: requests stop at the model's eos (else ignore_eos, --output tokens)
   std::vector<int64_t> conc = {1, 4, 16};
   int64_t prompt = 512, output = 128, k = 3, context = 32768, steps = 50;
   double force = 0.7;
@@ -80,6 +89,12 @@ Options Parse(int argc, char** argv) {
       o.k = std::stoll(next());
     else if (a == "--method")
       o.method = next();
+    else if (a == "--draft")
+      o.draft = next();
+    else if (a == "--eos")
+      o.eos = true;
+    else if (a == "--inputs")
+      o.inputs = next();
     else if (a == "--force-acceptance")
       o.force = std::stod(next());
     else if (a == "--context")
@@ -130,6 +145,8 @@ json Serve(const Options& o, const engine::spec::SpeculativeConfig& spec, int64_
   if (o.device != "cpu") cfg.gpu_memory_fraction = 0.85;
   engine::EngineCore core(engine::LoadModelRunner(o.model, Runner(o, conc, 8192)), cfg);
   const int64_t vocab = core.info().vocab_size;
+  std::optional<engine::ModelInputs> given;
+  if (!o.inputs.empty()) given = engine::ReadModelInputs(o.inputs);
   std::mt19937_64 rng(1234);
   std::mutex mu;
   std::condition_variable cv;
@@ -139,15 +156,22 @@ json Serve(const Options& o, const engine::spec::SpeculativeConfig& spec, int64_
     lines.clear();
     std::vector<std::pair<engine::EngineRequest, engine::OutputSink>> batch;
     for (int64_t i = 0; i < conc; ++i) {
+      std::string rid = prefix;
+      rid += std::to_string(i);
       engine::EngineRequest r;
-      r.id = prefix;
-      r.id += std::to_string(i);
-      // Random tokens away from the special ids at the bottom of the vocabulary.
-      std::uniform_int_distribution<int32_t> tok(16, static_cast<int32_t>(vocab) - 1);
-      for (int64_t t = 0; t < o.prompt; ++t) r.prompt.push_back(tok(rng));
+      if (given) {
+        r = engine::cli::RequestFromInputs(*given, rid, core.info().spatial_merge_size);
+      } else {
+        r.id = rid;
+        // Random tokens away from the special ids at the bottom of the vocabulary.
+        std::uniform_int_distribution<int32_t> tok(16, static_cast<int32_t>(vocab) - 1);
+        for (int64_t t = 0; t < o.prompt; ++t) r.prompt.push_back(tok(rng));
+      }
       r.sampling.temperature = 0;
       r.sampling.max_tokens = max_tokens;
-      r.sampling.ignore_eos = true;
+      r.sampling.ignore_eos = !o.eos;
+      for (int64_t e : core.info().eos_token_ids)
+        r.sampling.eos_token_ids.push_back(static_cast<int32_t>(e));
       lines[r.id];
       const std::string id = r.id;
       batch.emplace_back(std::move(r), [&, id](engine::RequestOutput&& out) {
@@ -197,7 +221,8 @@ json Serve(const Options& o, const engine::spec::SpeculativeConfig& spec, int64_
             {"k", spec.enabled() ? spec.num_speculative_tokens : 0},
             {"forced_acceptance", spec.forced_acceptance},
             {"concurrency", conc},
-            {"prompt", o.prompt},
+            {"prompt", given ? static_cast<int64_t>(given->input_ids.size()) : o.prompt},
+            {"stop_at_eos", o.eos},
             {"output", o.output},
             {"tpot_ms_median", Median(tpot)},
             {"output_tokens_per_s", static_cast<double>(tokens) / wall},
@@ -277,6 +302,8 @@ int Main(int argc, char** argv) {
     spec.method = engine::spec::ParseSpeculativeMethod(o.method);
     spec.num_speculative_tokens = o.k;
     spec.forced_acceptance = o.force;
+    spec.model_dir = o.draft;
+    spec.target_model_dir = o.model;
     spec.uniform_drafts = o.device != "cpu" && o.graphs;
     if (o.device == "cpu") spec.backoff_free_rows = 2;  // as serve's
     engine::spec::ValidateSpeculativeConfig(spec);
