@@ -68,6 +68,8 @@ EngineRun RunEngine(const std::string& device, EngineConfig cfg,
                     const std::vector<EngineRequest>& reqs) {
   engine::RunnerOptions ro;
   ro.device = device;
+  // Verify steps sample 1 + k rows a sequence (and replay graphs only where sized for them).
+  if (cfg.speculative.enabled()) ro.max_logits_per_seq = 1 + cfg.speculative.num_speculative_tokens;
   EngineCore core(engine::LoadModelRunner(DataPath("demo-model/model"), ro), cfg);
   Outputs out;
   std::vector<std::pair<EngineRequest, engine::OutputSink>> batch;
@@ -134,7 +136,7 @@ TEST_CASE("GPU verify steps replay recorded graphs equal to running them op by o
   CHECK(padded_vs_eager <= 2e-2);
 }
 
-TEST_CASE("GPU engine with n-gram speculation: the greedy tokens of plain decoding") {
+TEST_CASE("GPU engine with n-gram / EAGLE-3 speculation: the greedy tokens of plain decoding") {
   std::vector<EngineRequest> reqs;
   int i = 0;
   for (const DemoPrompt& p : DemoPrompts()) {
@@ -158,20 +160,34 @@ TEST_CASE("GPU engine with n-gram speculation: the greedy tokens of plain decodi
     cfg.speculative.method = engine::spec::SpeculativeMethod::kNgram;
     cfg.speculative.num_speculative_tokens = 3;
     cfg.speculative.backoff = false;
-    const EngineRun spec = RunEngine("cuda", cfg, reqs);
-    for (const auto& r : reqs) {
-      CAPTURE(r.id);
-      CHECK(spec.tokens.at(r.id) == plain.tokens.at(r.id));
+    // Uniform drafts: every verify step runs as a replayed graph of its bucket; otherwise steps
+    // mixing verifies and plain decodes run op by op. The trained EAGLE-3 draft: its drafts
+    // from the captured hidden states (steps op by op).
+    for (const char* mode : {"ngram", "ngram uniform", "eagle3"}) {
+      CAPTURE(mode);
+      EngineConfig sc = cfg;
+      sc.speculative.uniform_drafts = std::string(mode) == "ngram uniform";
+      if (std::string(mode) == "eagle3") {
+        sc.speculative.method = engine::spec::SpeculativeMethod::kEagle3;
+        sc.speculative.model_dir = DataPath("demo-model/eagle3");
+        sc.speculative.target_model_dir = DataPath("demo-model/model");
+      }
+      const EngineRun spec = RunEngine("cuda", sc, reqs);
+      for (const auto& r : reqs) {
+        CAPTURE(r.id);
+        CHECK(spec.tokens.at(r.id) == plain.tokens.at(r.id));
+      }
+      std::printf(
+          "  cuda engine, %lld pages, %s k=3: accepted %lld of %lld drafts in %lld verifies; "
+          "%lld steps (plain %lld), %lld preemptions\n",
+          static_cast<long long>(pages), mode, static_cast<long long>(spec.stats.spec_accepted),
+          static_cast<long long>(spec.stats.spec_proposed),
+          static_cast<long long>(spec.stats.spec_steps), static_cast<long long>(spec.stats.steps),
+          static_cast<long long>(plain.stats.steps),
+          static_cast<long long>(spec.stats.preemptions));
+      accepted += spec.stats.spec_accepted;
+      preemptions += spec.stats.preemptions;
     }
-    std::printf(
-        "  cuda engine, %lld pages: n-gram k=3 accepted %lld of %lld drafts in %lld verifies; "
-        "%lld steps (plain %lld), %lld preemptions\n",
-        static_cast<long long>(pages), static_cast<long long>(spec.stats.spec_accepted),
-        static_cast<long long>(spec.stats.spec_proposed),
-        static_cast<long long>(spec.stats.spec_steps), static_cast<long long>(spec.stats.steps),
-        static_cast<long long>(plain.stats.steps), static_cast<long long>(spec.stats.preemptions));
-    accepted += spec.stats.spec_accepted;
-    preemptions += spec.stats.preemptions;
   }
   CHECK(accepted > 0);
   CHECK(preemptions > 0);
