@@ -1,8 +1,10 @@
 // Scheduler: continuous batching, one step at a time. Each step takes the running decodes
-// first (one row each), then prefill chunks (partially prefilled running sequences, then new
-// admissions in arrival order) under a per-step token budget, and lays out that step's
-// ForwardBatch once. When pages run out it preempts the newest running sequence (its pages go
-// back, it recomputes later from the front of the waiting queue) instead of failing.
+// first (one row each; with speculative decoding, those carrying drafts as one verify chunk of
+// 1 + drafts rows after the plain ones, their drafts taking only free pages), then prefill chunks
+// (partially prefilled running sequences, then new admissions in arrival order) under a per-step
+// token budget, and lays out that step's ForwardBatch once. When pages run out it preempts the
+// newest running sequence (its pages go back, it recomputes later from the front of the waiting
+// queue) instead of failing.
 //
 // The scheduler decides and runs no model: the media segments a step reaches that are neither
 // in the EncoderCache nor already held by their sequence are planned as step.encodes, under a
