@@ -171,6 +171,7 @@ int RunGenerate(const std::vector<std::string>& args) {
     cfg.scheduler.max_num_seqs = 1;  // the KV cache then holds one full context
     device.max_num_seqs = 1;
     device.max_logits_per_seq = 1 + speculative.num_speculative_tokens;
+    if (speculative.method == spec::SpeculativeMethod::kEagle3) device.draft_hidden_layers = 3;
     SamplingRequest req;
     req.temperature = opt.sampling.temperature;
     req.top_p = opt.sampling.top_p;

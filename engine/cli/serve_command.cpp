@@ -103,6 +103,7 @@ int RunServe(const std::vector<std::string>& args) {
   Require(gpu || !p.Has("cuda-graphs"), ErrorCode::kInvalidArgument,
           "--cuda-graphs needs a GPU --device (cuda or cuda:N)");
   ro.cuda_graphs = graphs == "on";
+  if (cfg.speculative.method == spec::SpeculativeMethod::kEagle3) ro.draft_hidden_layers = 3;
   cfg.speculative.uniform_drafts = gpu && ro.cuda_graphs;
   // The CPU reference pays for every row (a 4-row verify step cost about 2 decode steps on the
   // demo model): its back-off counts 2 rows a step at one row's cost, a GPU's 32.

@@ -158,6 +158,9 @@ size_t M3DecoderGraph::StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t wi
   add(logit_rows * t.vocab_size * 4);
   add(logit_rows * t.vocab_size * 8);
   add(logit_rows * 4096);
+  // Layer inputs kept by a graph-replayed step (a draft's hidden-state capture).
+  if (limits_.graph_hidden_layers > 0)
+    for (int64_t i = 0; i < limits_.graph_hidden_layers; ++i) add(logit_rows * H * act);
   // Uploads of bf16 tensors stage through a float32 copy (rotary rows are float32 already).
   return static_cast<size_t>(total + (int64_t{4} << 20));
 }
@@ -248,15 +251,42 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
   // so do speculative verify steps whose sequences all run the same 1 + k rows. Their few
   // rotary rows are made on the host (the graph's inputs are host arrays).
   const int64_t n = static_cast<int64_t>(b.logits_rows.size());
-  if (graphs_ && !capture.out && backend::DecodeGraphCache::UniformQueryRows(b) > 0) {
+  // A capture of a few layers' inputs alone (a speculative draft's) does not leave the graphs:
+  // the recorded forward copies those inputs into the workspace, downloaded after the replay.
+  const std::vector<int64_t>& keep_layers = capture.hidden_state_layers;
+  bool keep_ok = capture.out && capture.hidden_states && !capture.block_indices &&
+                 !capture.vision && !keep_layers.empty() &&
+                 static_cast<int64_t>(keep_layers.size()) <= limits_.graph_hidden_layers;
+  for (int64_t l : keep_layers)
+    keep_ok = keep_ok && l >= 0 && l < static_cast<int64_t>(w_.layers.size());
+  const int64_t q = graphs_ ? backend::DecodeGraphCache::UniformQueryRows(b) : 0;
+  if (graphs_ && (!capture.out || keep_ok) && q > 0) {
     std::vector<float> cos, sin;
     backend::HostRopeTables(b, inv_freq_, cos, sin);
-    const auto forward = [this](const backend::StepMetadata& meta, const DeviceTensor& ids) {
-      return Forward(meta, ids, {}, nullptr, CaptureRequest{});
+    std::vector<DeviceTensor>* kept = nullptr;
+    if (keep_ok)
+      kept = &graph_kept_[{graphs_->RowBucket(b.num_seqs()),
+                           graphs_->WidthBucket(b.max_pages_per_seq), q}];
+    const auto forward = [&](const backend::StepMetadata& meta, const DeviceTensor& ids) {
+      // The last execution of a bucket's forward is its recording (or, not recording, this
+      // step): its kept tensors are the ones a replay fills.
+      if (kept) kept->clear();
+      return Forward(meta, ids, {}, nullptr, CaptureRequest{}, kept ? &keep_layers : nullptr, kept);
     };
     const LogitsSink none = [](const DeviceTensor&) {};
-    if (graphs_->Run(b, cos, sin, forward, takes_logits() ? take : none, graph_verify_rows_))
+    if (graphs_->Run(b, cos, sin, forward, takes_logits() ? take : none, graph_verify_rows_)) {
+      if (kept) {
+        Require(kept->size() == keep_layers.size(), ErrorCode::kInternal,
+                "decode graphs: the kept hidden states of a bucket are missing");
+        for (size_t i = 0; i < keep_layers.size(); ++i) {
+          HostTensor host =
+              HostTensor::Uninitialized(DType::kF32, {rows, config_.text.hidden_size});
+          device_.Download((*kept)[i].Rows(0, rows), host.data());
+          capture.out->emplace_back("hidden_states." + Str(keep_layers[i]), std::move(host));
+        }
+      }
       return;
+    }
   }
 
   dev.BeginStep();
@@ -277,7 +307,9 @@ void M3DecoderGraph::Execute(const ForwardBatch& b, const LogitsSink& take,
 DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const DeviceTensor& ids,
                                      const std::vector<MediaSpan>& media,
                                      const std::vector<int32_t>* logits_rows,
-                                     const CaptureRequest& capture) {
+                                     const CaptureRequest& capture,
+                                     const std::vector<int64_t>* keep_layers,
+                                     std::vector<DeviceTensor>* keep) {
   const TextConfig& t = config_.text;
   const int64_t rows = meta.rows, H = t.hidden_size, D = t.head_dim;
   const int64_t Hq = q_heads_, Hkv = kv_heads_, rot = t.rotary_dim;
@@ -354,6 +386,14 @@ DeviceTensor M3DecoderGraph::Forward(const backend::StepMetadata& meta, const De
     const backend::LayerKvCache& cache = kv_[li];
     if (!normed) ops.AddRmsNorm(h, pending, L.input_norm, eps, x);
     if (wants_hidden(static_cast<int64_t>(li))) capture_float("hidden_states." + Str(li), h);
+    if (keep_layers && keep) {
+      for (int64_t want : *keep_layers) {
+        if (want != static_cast<int64_t>(li)) continue;
+        DeviceTensor copy = dev.Alloc(f32, {rows, H});
+        ops.CopyRows(h, 0, copy, 0, rows);
+        keep->push_back(copy);
+      }
+    }
 
     const backend::QkvLayout& layout = L.sparse_attention ? sparse : base;
     DeviceTensor qkv = qkv_buf.Rows(0, rows * layout.width()).Reshape({rows, layout.width()});

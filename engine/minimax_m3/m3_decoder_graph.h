@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend/decode_graph_cache.h"
@@ -40,6 +42,9 @@ struct DecoderStepLimits {
   bool fp8_index_keys = false;
   // K and V pages as FP8 e4m3 codes + one float32 scale per (slot, kv head) (LayerKvCache).
   bool fp8_kv_cache = false;
+  // Decoder-layer inputs a graph-replayed step keeps for a hidden-state capture (speculative
+  // drafts read a few layers: EAGLE-3's three): room for them in the step workspace.
+  int64_t graph_hidden_layers = 0;
 };
 
 class M3DecoderGraph {
@@ -77,10 +82,14 @@ class M3DecoderGraph {
   void Validate(const ForwardBatch& b) const;
   // The device part of a step: embeddings (media spans of `media`), the layers, the final norm
   // and the LM head on `logits_rows` (null: every row), returning float32 logits.
+  // `keep` (recordable): copies of the inputs of decoder layers keep_layers[i] ([rows, hidden],
+  // step workspace), appended in that order, for a graph-replayed step's hidden-state capture.
   backend::DeviceTensor Forward(const backend::StepMetadata& meta, const backend::DeviceTensor& ids,
                                 const std::vector<MediaSpan>& media,
                                 const std::vector<int32_t>* logits_rows,
-                                const CaptureRequest& capture);
+                                const CaptureRequest& capture,
+                                const std::vector<int64_t>* keep_layers = nullptr,
+                                std::vector<backend::DeviceTensor>* keep = nullptr);
   // Bytes of step workspace that Forward (and the metadata upload) take at most for a step of
   // `rows` rows, `seqs` sequences, block tables `width` pages wide and `logit_rows` logits rows.
   size_t StepWorkspaceBytes(int64_t rows, int64_t seqs, int64_t width, int64_t logit_rows) const;
@@ -103,6 +112,9 @@ class M3DecoderGraph {
   std::unique_ptr<backend::DecodeGraphCache> graphs_;  // null: graphs off
   // Rows (and logits rows) of the largest verify step the workspace holds at a bucket's shape.
   int64_t graph_verify_rows_ = 0;
+  // Per bucket (sequences, width, rows per sequence): the kept layer inputs of its recorded
+  // forward (valid after each replay until the next step), for hidden-state captures.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<backend::DeviceTensor>> graph_kept_;
 };
 
 }  // namespace m3::engine::minimax_m3

@@ -54,6 +54,7 @@ class M3Runner : public ModelRunner {
     limits.max_num_seqs = options.max_num_seqs;
     limits.max_batched_tokens = options.max_batched_tokens;
     limits.max_logits_per_seq = std::max<int64_t>(options.max_logits_per_seq, 1);
+    limits.graph_hidden_layers = std::max<int64_t>(options.draft_hidden_layers, 0);
     // Graphs where the device records them (CUDA); the CPU device runs op by op. Decode steps
     // take the graphs' bucket shapes whether or not they are recorded (graphs change no result).
     limits.decode_buckets = device_->name().rfind("cuda", 0) == 0;

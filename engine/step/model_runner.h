@@ -147,6 +147,9 @@ struct RunnerOptions {
   // Logits rows a step may want per sequence: 1 + the speculative drafts verified (a verify
   // step samples every row), for sizing the logits and sampling buffers.
   int64_t max_logits_per_seq = 1;
+  // Decoder-layer inputs a speculative draft reads each step (EAGLE-3: 3; CaptureRequest::
+  // hidden_state_layers): GPU runners keep them inside replayed decode graphs.
+  int64_t draft_hidden_layers = 0;
   // GPU backends: decode-only steps replay CUDA graphs recorded per (rows, block-table width)
   // bucket; other steps run op by op. Off: decode-only steps run op by op at the same bucket
   // shapes (padded rows, tables as wide as the bucket), so the results are the same either way.

@@ -122,6 +122,7 @@ engine::RunnerOptions Runner(const Options& o, int64_t seqs, int64_t rows) {
   ro.max_num_seqs = seqs;
   ro.max_batched_tokens = rows;
   ro.max_logits_per_seq = 1 + o.k;
+  if (o.method == "eagle3") ro.draft_hidden_layers = 3;
   return ro;
 }
 

@@ -70,6 +70,8 @@ EngineRun RunEngine(const std::string& device, EngineConfig cfg,
   ro.device = device;
   // Verify steps sample 1 + k rows a sequence (and replay graphs only where sized for them).
   if (cfg.speculative.enabled()) ro.max_logits_per_seq = 1 + cfg.speculative.num_speculative_tokens;
+  if (cfg.speculative.method == engine::spec::SpeculativeMethod::kEagle3)
+    ro.draft_hidden_layers = 3;
   EngineCore core(engine::LoadModelRunner(DataPath("demo-model/model"), ro), cfg);
   Outputs out;
   std::vector<std::pair<EngineRequest, engine::OutputSink>> batch;
@@ -134,6 +136,22 @@ TEST_CASE("GPU verify steps replay recorded graphs equal to running them op by o
       kVerifyDrafts, graph_vs_padded, padded_vs_eager);
   CHECK(graph_vs_padded <= 1e-6);
   CHECK(padded_vs_eager <= 2e-2);
+  // With an EAGLE-3 draft's capture (the inputs of layers 1, 2, 3), kept inside the graph.
+  const BucketRun kept = RunUniformVerify("cuda", true, true, true);
+  const BucketRun eager_kept = RunUniformVerify("cuda", false, false, true);
+  CHECK(kept.recorded == 1);
+  REQUIRE(kept.hidden.size() == 3);
+  REQUIRE(eager_kept.hidden.size() == 3);
+  double worst = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(kept.hidden[i].first == eager_kept.hidden[i].first);
+    worst = std::max(worst, RelativeL2(kept.hidden[i].second.as<float>(),
+                                       eager_kept.hidden[i].second.as<float>()));
+  }
+  std::printf("  cuda verify graph keeping 3 layer inputs: rel L2 vs the op-by-op capture %.3e\n",
+              worst);
+  CHECK(worst <= 2e-2);
+  CHECK(RelativeL2(kept.logits, graph.logits) <= 1e-6);
 }
 
 TEST_CASE("GPU engine with n-gram / EAGLE-3 speculation: the greedy tokens of plain decoding") {

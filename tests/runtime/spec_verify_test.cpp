@@ -36,4 +36,20 @@ TEST_CASE("verify steps at a decode bucket's shape (padded sequences) equal the 
   CHECK(RelativeL2(bucket.logits, plain.logits) <= 1e-5);
 }
 
+TEST_CASE("a bucketed verify step keeps a draft's hidden states (CPU): those of the plain step") {
+  const BucketRun plain = RunUniformVerify("cpu", false, false, true);
+  const BucketRun bucket = RunUniformVerify("cpu", true, false, true);
+  CHECK(bucket.bucket_steps == 1);
+  REQUIRE(plain.hidden.size() == 3);
+  REQUIRE(bucket.hidden.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(plain.hidden[i].first);
+    CHECK(bucket.hidden[i].first == plain.hidden[i].first);
+    CHECK(bucket.hidden[i].second.shape() == plain.hidden[i].second.shape());
+    CHECK(RelativeL2(bucket.hidden[i].second.as<float>(), plain.hidden[i].second.as<float>()) <=
+          1e-5);
+  }
+  CHECK(RelativeL2(bucket.logits, plain.logits) <= 1e-5);
+}
+
 }  // namespace m3::test

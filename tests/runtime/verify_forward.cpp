@@ -96,7 +96,8 @@ int32_t Argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-BucketRun RunUniformVerify(const std::string& device, bool buckets, bool graphs) {
+BucketRun RunUniformVerify(const std::string& device, bool buckets, bool graphs,
+                           bool capture_hidden) {
   namespace mm = engine::minimax_m3;
   const std::string dir = DataPath("demo-model/model");
   const mm::ModelConfig config = mm::LoadModelConfig(dir);
@@ -111,6 +112,7 @@ BucketRun RunUniformVerify(const std::string& device, bool buckets, bool graphs)
   limits.max_logits_per_seq = 1 + kVerifyDrafts;
   limits.decode_buckets = buckets;
   limits.graphs = graphs;
+  limits.graph_hidden_layers = 3;
   mm::M3DecoderGraph graph(config, weights, *be, *ops, limits);
   const int32_t width = 8;
   graph.AllocateKvCache(3 * width, kPage);
@@ -134,7 +136,13 @@ BucketRun RunUniformVerify(const std::string& device, bool buckets, bool graphs)
   REQUIRE(step.num_rows() == 3 * (1 + kDrafts));
   REQUIRE(step.num_decodes == 0);
   BucketRun out;
-  graph.Execute(step, out.logits, {});
+  engine::CaptureRequest capture;
+  if (capture_hidden) {
+    capture.hidden_states = true;
+    capture.hidden_state_layers = {1, 2, 3};
+    capture.out = &out.hidden;
+  }
+  graph.Execute(step, out.logits, capture);
   if (graph.decode_graphs()) {
     out.bucket_steps = graph.decode_graphs()->replays();
     out.recorded = graph.decode_graphs()->recorded();

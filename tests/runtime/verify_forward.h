@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/safetensors.h"
 #include "tests/engine/selection_run.h"
 
 namespace m3::test {
@@ -38,7 +39,10 @@ struct BucketRun {
   std::vector<float> logits;
   int64_t bucket_steps = 0;
   int64_t recorded = 0;
+  NamedTensors hidden;  // the verify step's captured inputs of layers 1, 2, 3 (capture_hidden)
 };
-BucketRun RunUniformVerify(const std::string& device, bool buckets, bool graphs);
+// capture_hidden: the verify step captures the inputs of layers 1, 2 and 3 (an EAGLE-3 draft's).
+BucketRun RunUniformVerify(const std::string& device, bool buckets, bool graphs,
+                           bool capture_hidden = false);
 
 }  // namespace m3::test
