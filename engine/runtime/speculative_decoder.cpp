@@ -109,8 +109,10 @@ void SpeculativeDecoder::Propose(std::span<Sequence* const> running) {
 void SpeculativeDecoder::SampleRows(const ScheduledStep& step, std::vector<SampleRow>& rows) {
   rows.clear();
   histories_.resize(step.sampled.size());
+  first_rows_.clear();
   for (size_t i = 0; i < step.sampled.size(); ++i) {
     const Sequence* s = step.sampled[i];
+    first_rows_.push_back(rows.size());
     if (s->drafts.empty()) {
       rows.push_back({&s->sampling(), s->prompt(), s->output()});
     } else {

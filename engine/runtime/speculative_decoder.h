@@ -44,6 +44,9 @@ class SpeculativeDecoder {
   void Observe(const ScheduledStep& step);
   // The sampler rows of step.sampled: one per plain sequence, 1 + drafts per verified one.
   void SampleRows(const ScheduledStep& step, std::vector<SampleRow>& rows);
+  // The row of SampleRows' `rows` where each sampled sequence's rows start (step.sampled
+  // order): whatever masks a plain sequence's row needs (e.g. a grammar's) goes there.
+  const std::vector<size_t>& first_rows() const { return first_rows_; }
   // The picks of SampleRows' rows -> the tokens each sampled sequence emits (its accepted
   // drafts, then the target's pick after them), in step.sampled order.
   void Accept(const ScheduledStep& step, std::span<const SampledToken> picks,
@@ -62,8 +65,9 @@ class SpeculativeDecoder {
   std::vector<Sequence*> proposing_;
   std::vector<std::vector<int32_t>> drafts_;
   std::vector<std::vector<int32_t>> histories_;  // per sampled sequence, while rows point in
-  std::vector<int64_t> layers_;                  // target layers the proposer reads
-  NamedTensors captured_;                        // the runner's capture of the last step
+  std::vector<size_t> first_rows_;
+  std::vector<int64_t> layers_;  // target layers the proposer reads
+  NamedTensors captured_;        // the runner's capture of the last step
 };
 
 }  // namespace m3::engine
