@@ -15,8 +15,9 @@
 #   CONC default 1,4,16; K (drafts) default 3; ACCEPT (forced acceptance on the random
 #   checkpoint) default 0.76: each draft accepted with that probability, the first rejection
 #   ending the step, gives a mean acceptance length 1 + r + r^2 + r^3 = 2.78 at k = 3 (the
-#   published figure for MiniMax-M3's EAGLE-3 drafts)
-#   CONTEXT (default 32768), OUTPUT (default 128), PROMPT (default 512)
+#   published figure for MiniMax-M3's EAGLE-3 drafts); env TESTS=0 skips cuda_test, DEMO=0 /
+#   RANDOM_CKPT=0 skip a model, CONTEXT (default 32768), OUTPUT (default 128), PROMPT (default
+#   512). Each part has a time limit; run them in separate device calls to stay inside 10 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/spec_bench_out}"
