@@ -23,6 +23,8 @@
 
 namespace m3::grammar {
 
+struct VocabTrie;  // grammar/vocab_trie.h
+
 // The token byte strings of a vocabulary. Token i matches bytes(i) when matchable(i); special
 // tokens (added tokens such as eos, <think>) are not matchable unless the vocab was built with
 // them listed as matchable, so a grammar never produces them by accident. Stop tokens (eos and
@@ -66,6 +68,7 @@ class TokenizerVocab {
   size_t mask_words() const { return (tokens_.size() + 31) / 32; }
   // A stable hash of the token bytes, stop ids and matchability (part of cache keys).
   uint64_t fingerprint() const { return fingerprint_; }
+  const VocabTrie& trie() const { return *trie_; }
 
  private:
   std::vector<std::string> tokens_;
@@ -75,6 +78,7 @@ class TokenizerVocab {
   std::vector<int32_t> sorted_ids_;
   std::vector<uint16_t> shared_prefix_;
   uint64_t fingerprint_ = 0;
+  std::shared_ptr<const VocabTrie> trie_;
 };
 
 // Bounds on what one compile may cost; over a bound: an Error naming it.
@@ -123,9 +127,10 @@ struct StructuralTag {
 //   prefix = NS "<tool_call>" "\n", tags = one per tool, separator = "\n",
 //   suffix = "\n" NS "</tool_call>", min_count = 1, max_count = parallel ? -1 : 1.
 struct StructuralSpec {
-  // Text the model may write before `prefix` (e.g. reasoning): any bytes not containing
-  // `prefix`, at most this many (0: none allowed; the output starts with prefix).
-  size_t max_free_text_bytes = 0;
+  // Whether the model may write text before `prefix` (e.g. reasoning): any text not containing
+  // `prefix` (its length is bounded by max_tokens, not by the grammar). false: the output
+  // starts with prefix.
+  bool allow_free_text = false;
   std::string prefix;
   std::vector<StructuralTag> tags;
   std::string separator;
