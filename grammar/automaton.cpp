@@ -21,8 +21,8 @@ namespace {
 
 struct NfaState {
   std::vector<int32_t> eps;
-  std::vector<std::pair<int32_t, int32_t>> sets;   // (byte set index, target)
-  std::vector<std::pair<RuleId, int32_t>> calls;   // (callee rule, target)
+  std::vector<std::pair<int32_t, int32_t>> sets;  // (byte set index, target)
+  std::vector<std::pair<RuleId, int32_t>> calls;  // (callee rule, target)
 };
 
 class Builder {
@@ -110,7 +110,8 @@ class Builder {
         }
         std::map<RuleId, std::vector<int32_t>> by_callee;
         for (int32_t s : set)
-          for (auto [callee, t] : nfa_[static_cast<size_t>(s)].calls) by_callee[callee].push_back(t);
+          for (auto [callee, t] : nfa_[static_cast<size_t>(s)].calls)
+            by_callee[callee].push_back(t);
         for (auto& [callee, targets] : by_callee)
           call_list.push_back({from, callee, intern(Closure(std::move(targets)))});
       }
@@ -149,15 +150,14 @@ class Builder {
       }
     }
     Require(productive[static_cast<size_t>(a.root_start)] != 0, ErrorCode::kInvalidArgument,
-            "grammar matches no text at all (rule '" +
-                rules[static_cast<size_t>(ir_.root)].name + "' can never complete)");
+            "grammar matches no text at all (rule '" + rules[static_cast<size_t>(ir_.root)].name +
+                "' can never complete)");
     for (auto& t : a.next)
       if (t >= 0 && !productive[static_cast<size_t>(t)]) t = -1;
     a.call_begin.assign(n + 1, 0);
     for (const PendingCall& c : call_list) {
       StateId callee_start = a.rule_start[static_cast<size_t>(c.callee)];
-      if (!productive[static_cast<size_t>(c.ret)] ||
-          !productive[static_cast<size_t>(callee_start)])
+      if (!productive[static_cast<size_t>(c.ret)] || !productive[static_cast<size_t>(callee_start)])
         continue;
       a.calls.push_back({callee_start, c.ret});
       a.call_begin[static_cast<size_t>(c.from) + 1]++;
@@ -381,7 +381,7 @@ class Builder {
             BuildExpr(e.children[0], cur, nxt, depth + 1);
             cur = nxt;
           }
-          nfa_[static_cast<size_t>(cur)].eps.push_back(to);
+          if (cur != to) nfa_[static_cast<size_t>(cur)].eps.push_back(to);
         }
         return;
       }

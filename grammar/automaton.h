@@ -21,13 +21,13 @@ struct Automaton {
   int num_classes = 0;
   // next[state * num_classes + class]: the target, or -1.
   std::vector<StateId> next;
-  std::vector<uint8_t> is_final;     // the rule may end here
-  std::vector<uint8_t> has_bytes;    // at least one byte edge: a scanning state
-  std::vector<RuleId> rule_of;       // the automaton rule a state belongs to
+  std::vector<uint8_t> is_final;   // the rule may end here
+  std::vector<uint8_t> has_bytes;  // at least one byte edge: a scanning state
+  std::vector<RuleId> rule_of;     // the automaton rule a state belongs to
   // calls[call_begin[s] .. call_begin[s+1]): (callee start state, return state).
   std::vector<int32_t> call_begin;
   std::vector<std::pair<StateId, StateId>> calls;
-  std::vector<StateId> rule_start;   // per rule; -1 for rules inlined everywhere
+  std::vector<StateId> rule_start;  // per rule; -1 for rules inlined everywhere
   std::vector<std::string> rule_names;
   StateId root_start = -1;
 

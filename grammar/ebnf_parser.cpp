@@ -117,8 +117,8 @@ class EbnfParser {
 
   int Number() {
     Skip();
-    Require(!AtEnd() && isdigit(static_cast<unsigned char>(s_[pos_])),
-            ErrorCode::kInvalidArgument, Where() + "expected a number");
+    Require(!AtEnd() && isdigit(static_cast<unsigned char>(s_[pos_])), ErrorCode::kInvalidArgument,
+            Where() + "expected a number");
     long v = 0;
     while (!AtEnd() && isdigit(static_cast<unsigned char>(s_[pos_]))) {
       v = v * 10 + (s_[pos_++] - '0');

@@ -209,9 +209,9 @@ class GrammarMatcher {
   void FillNextTokenBitmask(uint32_t* words);
   // The longest text every continuation must start with (for jump-forward decoding).
   std::string ForcedBytes(size_t max_bytes = 256) const;
-  bool CanTerminate() const;   // the text so far is a complete match
-  bool IsTerminated() const;   // a stop token was accepted
-  bool IsDeadEnd() const;      // no token at all is allowed (nor can it terminate)
+  bool CanTerminate() const;  // the text so far is a complete match
+  bool IsTerminated() const;  // a stop token was accepted
+  bool IsDeadEnd() const;     // no token at all is allowed (nor can it terminate)
   // Undoes the last n accepted tokens (n <= accepted since construction or Reset, and <=
   // max_rollback); kInvalidArgument otherwise.
   void Rollback(int tokens);

@@ -58,8 +58,9 @@ std::string OptionsKey(const JsonSchemaOptions& o) {
 }
 
 template <typename Lower>
-std::shared_ptr<const CompiledGrammar> CompileWith(const std::shared_ptr<const TokenizerVocab>& vocab,
-                                                   const CompileLimits& limits, Lower&& lower) {
+std::shared_ptr<const CompiledGrammar> CompileWith(
+    const std::shared_ptr<const TokenizerVocab>& vocab, const CompileLimits& limits,
+    Lower&& lower) {
   auto started = std::chrono::steady_clock::now();
   GrammarIr ir(limits);
   lower(ir);
@@ -73,9 +74,8 @@ std::shared_ptr<const CompiledGrammar> CompileWith(const std::shared_ptr<const T
                    .count();
   rest.max_compile_ms = static_cast<int>(std::max<long long>(1, limits.max_compile_ms - spent));
   BuildTokenMasks(*data, rest);
-  data->compile_ms = std::chrono::duration<double, std::milli>(
-                         std::chrono::steady_clock::now() - started)
-                         .count();
+  data->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return std::make_shared<const CompiledGrammar>(std::move(data));
 }
 
@@ -88,7 +88,11 @@ nlohmann::ordered_json ParseSchema(std::string_view text, const CompileLimits& l
   jl.max_depth = limits.max_depth * 2 + 8;
   try {
     return ParseBoundedOrderedJson(text, jl);
-  } catch (const Error& e) {
+  } catch (const JsonBodyError& e) {
+    if (e.slug() == "json_too_deep")
+      throw Error(ErrorCode::kTooLarge, std::string(what) + " nested deeper than " +
+                                            std::to_string(jl.max_depth) +
+                                            " levels (CompileLimits::max_depth)");
     throw Error(ErrorCode::kInvalidArgument, std::string(what) + " is not valid JSON: " + e.what());
   }
 }
@@ -97,8 +101,8 @@ nlohmann::ordered_json ParseSchema(std::string_view text, const CompileLimits& l
 
 // CacheT is GrammarCompiler::Cache, deduced (the type is private to the compiler).
 template <typename CacheT, typename Lower>
-static std::shared_ptr<const CompiledGrammar> Cached(CacheT& cache,
-                                                     const std::string& key, Lower&& compile) {
+static std::shared_ptr<const CompiledGrammar> Cached(CacheT& cache, const std::string& key,
+                                                     Lower&& compile) {
   {
     std::lock_guard lock(cache.mu);
     auto it = cache.index.find(key);
@@ -156,8 +160,7 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::CompileRegex(std::string
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::CompileEbnf(std::string_view grammar,
                                                                     std::string_view root_rule) {
   return Cached(*cache_, Key("ebnf", grammar, root_rule), [&] {
-    return CompileWith(vocab_, limits_,
-                       [&](GrammarIr& ir) { ParseEbnf(ir, grammar, root_rule); });
+    return CompileWith(vocab_, limits_, [&](GrammarIr& ir) { ParseEbnf(ir, grammar, root_rule); });
   });
 }
 
@@ -190,12 +193,17 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::CompileStructural(
               std::to_string(spec.max_count) + "] are invalid");
   Require(!spec.allow_free_text || !spec.prefix.empty(), ErrorCode::kInvalidArgument,
           "structural: free text needs a non-empty prefix to end it");
-  nlohmann::ordered_json key = {
-      {"free", spec.allow_free_text}, {"prefix", spec.prefix},   {"sep", spec.separator},
-      {"min", spec.min_count},        {"max", spec.max_count},   {"suffix", spec.suffix},
-      {"ws", OptionsKey(spec.json_options)}, {"tags", nlohmann::ordered_json::array()}};
+  nlohmann::ordered_json key = {{"free", spec.allow_free_text},
+                                {"prefix", spec.prefix},
+                                {"sep", spec.separator},
+                                {"min", spec.min_count},
+                                {"max", spec.max_count},
+                                {"suffix", spec.suffix},
+                                {"ws", OptionsKey(spec.json_options)},
+                                {"tags", nlohmann::ordered_json::array()}};
   for (const auto& t : spec.tags)
-    key["tags"].push_back({t.begin, t.schema_json, static_cast<int>(t.format), t.xml_tag_prefix, t.end});
+    key["tags"].push_back(
+        {t.begin, t.schema_json, static_cast<int>(t.format), t.xml_tag_prefix, t.end});
   std::string key_text = key.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   return Cached(*cache_, Key("structural", key_text, ""), [&] {
     std::vector<nlohmann::ordered_json> schemas;
@@ -222,8 +230,8 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::CompileStructural(
           try {
             body = ConvertJsonSchema(ir, schemas[i], spec.json_options, enc);
           } catch (const Error& e) {
-            throw Error(e.code(), "structural: tag " + std::to_string(i) + " (" + t.begin +
-                                      "): " + e.what());
+            throw Error(e.code(),
+                        "structural: tag " + std::to_string(i) + " (" + t.begin + "): " + e.what());
           }
         }
         alts.push_back(ir.Seq({ir.Literal(t.begin), body, ir.Literal(t.end)}));

@@ -15,7 +15,9 @@ ExprId GrammarIr::Add(Expr e) {
   return static_cast<ExprId>(exprs_.size() - 1);
 }
 
-ExprId GrammarIr::Empty() { return Add(Expr{}); }
+ExprId GrammarIr::Empty() {
+  return Add(Expr{});
+}
 
 ExprId GrammarIr::Literal(std::string_view bytes) {
   if (bytes.empty()) return Empty();
@@ -147,7 +149,9 @@ std::vector<CodepointRange> WithoutSurrogates(const std::vector<CodepointRange>&
   return out;
 }
 
-int Utf8Length(uint32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
+int Utf8Length(uint32_t c) {
+  return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+}
 
 }  // namespace
 
@@ -222,7 +226,8 @@ std::string SetText(const ByteSet& s) {
     for (int i = 0; i < 256; ++i)
       if (s.test(i)) {
         char buf[8];
-        if (i >= 0x20 && i < 0x7F && i != '"' && i != '\\') return std::string("\"") + char(i) + "\"";
+        if (i >= 0x20 && i < 0x7F && i != '"' && i != '\\')
+          return std::string("\"") + char(i) + "\"";
         snprintf(buf, sizeof buf, "\\x%02X", i);
         return std::string("\"") + buf + "\"";
       }

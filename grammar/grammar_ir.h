@@ -52,7 +52,7 @@ class GrammarIr {
   ExprId Optional(ExprId item) { return Repeat(item, 0, 1); }
   ExprId Star(ExprId item) { return Repeat(item, 0, -1); }
 
-  RuleId AddRule(std::string name);  // body set later (rules may be referenced first)
+  RuleId AddRule(std::string name);              // body set later (rules may be referenced first)
   RuleId FindRule(std::string_view name) const;  // -1 when absent
   void SetBody(RuleId rule, ExprId body) { rules_[static_cast<size_t>(rule)].body = body; }
 

@@ -14,7 +14,9 @@ namespace m3::grammar {
 
 CompiledGrammar::CompiledGrammar(std::shared_ptr<const CompiledGrammarData> data)
     : data_(std::move(data)) {}
-const TokenizerVocab& CompiledGrammar::vocab() const { return *data_->vocab; }
+const TokenizerVocab& CompiledGrammar::vocab() const {
+  return *data_->vocab;
+}
 const std::shared_ptr<const TokenizerVocab>& CompiledGrammar::vocab_ptr() const {
   return data_->vocab;
 }
@@ -24,7 +26,9 @@ size_t CompiledGrammar::memory_bytes() const {
     bytes += (m.accepted_ids.size() + m.accepted_bits.size() + m.uncertain_nodes.size()) * 4;
   return bytes;
 }
-std::string CompiledGrammar::DebugText() const { return data_->text; }
+std::string CompiledGrammar::DebugText() const {
+  return data_->text;
+}
 
 namespace {
 struct Snapshot {
@@ -182,7 +186,9 @@ void GrammarMatcher::FillNextTokenBitmask(uint32_t* words) {
           break;
         }
         st.level_end[d + 1] = StepHeads(a, st.store, st.levels[d], static_cast<uint8_t>(bytes[d]),
-                                        st.levels[d + 1], st.scratch) ? 1 : 0;
+                                        st.levels[d + 1], st.scratch)
+                                  ? 1
+                                  : 0;
         ++d;
       }
       valid = d;
@@ -230,7 +236,9 @@ bool GrammarMatcher::CanTerminate() const {
   const Snapshot& now = state_->history.back();
   return now.can_end && !now.terminated;
 }
-bool GrammarMatcher::IsTerminated() const { return state_->history.back().terminated; }
+bool GrammarMatcher::IsTerminated() const {
+  return state_->history.back().terminated;
+}
 bool GrammarMatcher::IsDeadEnd() const {
   const Snapshot& now = state_->history.back();
   return !now.terminated && now.heads.empty() && !now.can_end;

@@ -27,10 +27,13 @@ ExprId FixedWidthRange(GrammarIr& ir, const std::string& lo, const std::string& 
   if (lo.empty()) return ir.Empty();
   if (lo.size() == 1) return ir.Bytes(Range(lo[0], hi[0]));
   std::string lo_rest = lo.substr(1), hi_rest = hi.substr(1);
-  if (lo[0] == hi[0]) return ir.Seq({ir.Literal(lo.substr(0, 1)), FixedWidthRange(ir, lo_rest, hi_rest)});
+  if (lo[0] == hi[0])
+    return ir.Seq({ir.Literal(lo.substr(0, 1)), FixedWidthRange(ir, lo_rest, hi_rest)});
   bool lo_zero = lo_rest.find_first_not_of('0') == std::string::npos;
   bool hi_nine = hi_rest.find_first_not_of('9') == std::string::npos;
-  auto any = [&](size_t n) { return ir.Repeat(ir.Bytes(Range('0', '9')), static_cast<int>(n), static_cast<int>(n)); };
+  auto any = [&](size_t n) {
+    return ir.Repeat(ir.Bytes(Range('0', '9')), static_cast<int>(n), static_cast<int>(n));
+  };
   std::vector<ExprId> alts;
   char first = lo[0], last = hi[0];
   if (!lo_zero) {
@@ -46,9 +49,11 @@ ExprId FixedWidthRange(GrammarIr& ir, const std::string& lo, const std::string& 
   return ir.Choice(std::move(alts));
 }
 
-// Non-negative integers in [lo, hi] (hi < 0: unbounded), no leading zeros.
-ExprId NonNegativeRange(GrammarIr& ir, unsigned long long lo, bool bounded,
-                        unsigned long long hi) {
+// Unbounded integers are written with at most this many digits.
+constexpr size_t kMaxDigits = 19;
+
+// Non-negative integers in [lo, hi] (bounded false: no upper bound), no leading zeros.
+ExprId NonNegativeRange(GrammarIr& ir, unsigned long long lo, bool bounded, unsigned long long hi) {
   std::vector<ExprId> alts;
   std::string los = std::to_string(lo);
   size_t width = los.size();
@@ -62,9 +67,11 @@ ExprId NonNegativeRange(GrammarIr& ir, unsigned long long lo, bool bounded,
     unsigned long long a = std::max(lo, width_min);
     if (bounded && a > hi) break;
     if (!bounded && (width > los.size() + 1 || overflow)) {
-      // Every longer width: [1-9][0-9]{width-1,}
-      alts.push_back(ir.Seq({ir.Bytes(Range('1', '9')),
-                             ir.Repeat(ir.Bytes(Range('0', '9')), static_cast<int>(width - 1), -1)}));
+      // Every longer width up to 19 digits (a model that keeps writing digits must end).
+      if (width <= kMaxDigits)
+        alts.push_back(ir.Seq({ir.Bytes(Range('1', '9')),
+                               ir.Repeat(ir.Bytes(Range('0', '9')), static_cast<int>(width - 1),
+                                         static_cast<int>(kMaxDigits - 1))}));
       break;
     }
     unsigned long long b = overflow ? std::numeric_limits<unsigned long long>::max() : width_max;
@@ -84,7 +91,8 @@ ExprId IntegerRange(GrammarIr& ir, bool has_lo, long long lo, bool has_hi, long 
   if (has_lo && has_hi && lo > hi) return ir.Choice({});
   // Negative part: -(k) for k in [max(1, -hi), -lo].
   if (!has_lo || lo < 0) {
-    unsigned long long kmin = (has_hi && hi < 0) ? static_cast<unsigned long long>(-(hi + 1)) + 1 : 1;
+    unsigned long long kmin =
+        (has_hi && hi < 0) ? static_cast<unsigned long long>(-(hi + 1)) + 1 : 1;
     if (has_lo) {
       unsigned long long kmax = static_cast<unsigned long long>(-(lo + 1)) + 1;
       alts.push_back(ir.Seq({ir.Literal("-"), NonNegativeRange(ir, kmin, true, kmax)}));
@@ -94,7 +102,8 @@ ExprId IntegerRange(GrammarIr& ir, bool has_lo, long long lo, bool has_hi, long 
   }
   if (!has_hi || hi >= 0) {
     unsigned long long a = has_lo && lo > 0 ? static_cast<unsigned long long>(lo) : 0;
-    alts.push_back(NonNegativeRange(ir, a, has_hi, has_hi ? static_cast<unsigned long long>(hi) : 0));
+    alts.push_back(
+        NonNegativeRange(ir, a, has_hi, has_hi ? static_cast<unsigned long long>(hi) : 0));
   }
   return ir.Choice(std::move(alts));
 }
@@ -115,7 +124,8 @@ ExprId TextNotContaining(GrammarIr& ir, std::string_view s) {
   std::set<unsigned char> chars(s.begin(), s.end());
   std::vector<RuleId> rules(n);
   int serial = static_cast<int>(ir.rules().size());
-  for (size_t q = 0; q < n; ++q) rules[q] = ir.AddRule("text_" + std::to_string(serial) + "_" + std::to_string(q));
+  for (size_t q = 0; q < n; ++q)
+    rules[q] = ir.AddRule("text_" + std::to_string(serial) + "_" + std::to_string(q));
   std::vector<CodepointRange> in_s;
   for (unsigned char c : chars) in_s.push_back({c, c});
   for (size_t q = 0; q < n; ++q) {
@@ -140,8 +150,8 @@ class Converter {
 
   ExprId Value(const Json& schema, const std::string& path, int depth) {
     Require(depth <= ir_.limits().max_depth, ErrorCode::kTooLarge,
-            "schema nested deeper than " + std::to_string(ir_.limits().max_depth) +
-                " levels at " + path + " (CompileLimits::max_depth)");
+            "schema nested deeper than " + std::to_string(ir_.limits().max_depth) + " levels at " +
+                path + " (CompileLimits::max_depth)");
     if (schema.is_boolean()) return schema.get<bool>() ? AnyValue() : ir_.Choice({});
     Require(schema.is_object(), ErrorCode::kInvalidArgument,
             "schema at " + path + " is not an object or boolean");
@@ -257,15 +267,21 @@ class Converter {
       RuleId arr = ir_.AddRule("json_array");
       ExprId value = ir_.Ref(any_value_);
       ExprId member = ir_.Seq({JsonString(), Ws(), ir_.Literal(":"), Ws(), value});
-      ir_.SetBody(obj, ir_.Seq({ir_.Literal("{"), Ws(),
-                                ir_.Optional(ir_.Seq({member, ir_.Star(ir_.Seq({Ws(), ir_.Literal(","), Ws(), member})), Ws()})),
-                                ir_.Literal("}")}));
-      ir_.SetBody(arr, ir_.Seq({ir_.Literal("["), Ws(),
-                                ir_.Optional(ir_.Seq({value, ir_.Star(ir_.Seq({Ws(), ir_.Literal(","), Ws(), value})), Ws()})),
-                                ir_.Literal("]")}));
-      ir_.SetBody(any_value_, ir_.Choice({ir_.Ref(obj), ir_.Ref(arr), JsonString(), JsonNumber(),
-                                          ir_.Literal("true"), ir_.Literal("false"),
-                                          ir_.Literal("null")}));
+      ir_.SetBody(
+          obj,
+          ir_.Seq({ir_.Literal("{"), Ws(),
+                   ir_.Optional(ir_.Seq(
+                       {member, ir_.Star(ir_.Seq({Ws(), ir_.Literal(","), Ws(), member})), Ws()})),
+                   ir_.Literal("}")}));
+      ir_.SetBody(
+          arr,
+          ir_.Seq({ir_.Literal("["), Ws(),
+                   ir_.Optional(ir_.Seq(
+                       {value, ir_.Star(ir_.Seq({Ws(), ir_.Literal(","), Ws(), value})), Ws()})),
+                   ir_.Literal("]")}));
+      ir_.SetBody(any_value_,
+                  ir_.Choice({ir_.Ref(obj), ir_.Ref(arr), JsonString(), JsonNumber(),
+                              ir_.Literal("true"), ir_.Literal("false"), ir_.Literal("null")}));
       any_object_ = obj;
     }
     return ir_.Ref(any_value_);
@@ -290,7 +306,8 @@ class Converter {
     const Json* node = &root_;
     std::string p = ref.substr(1);
     if (!p.empty()) {
-      Require(p[0] == '/', ErrorCode::kInvalidArgument, "$ref '" + ref + "' at " + path + " is malformed");
+      Require(p[0] == '/', ErrorCode::kInvalidArgument,
+              "$ref '" + ref + "' at " + path + " is malformed");
       size_t i = 1;
       while (i <= p.size()) {
         size_t j = p.find('/', i);
@@ -423,18 +440,20 @@ class Converter {
     if (schema.contains("patternProperties") || schema.contains("unevaluatedProperties"))
       allow_extra = allow_extra && !props.empty() ? false : allow_extra;
     if (allow_extra && !enc_.m3_xml) {
-      ExprId value = ap.is_object() ? Value(ap, path + "/additionalProperties", depth + 1) : AnyValue();
+      ExprId value =
+          ap.is_object() ? Value(ap, path + "/additionalProperties", depth + 1) : AnyValue();
       extra = ir_.Seq({JsonString(), Ws(), ir_.Literal(":"), Ws(), value});
     }
     std::vector<ExprId> members;
-    for (size_t i = 0; i < props.size(); ++i) members.push_back(Member(props[i].first, props[i].second));
+    for (size_t i = 0; i < props.size(); ++i)
+      members.push_back(Member(props[i].first, props[i].second));
     size_t n = members.size();
     // tail[i]: the members from i on, after at least one was written.
     std::vector<ExprId> tail(n + 1);
     tail[n] = extra >= 0 ? ir_.Star(ir_.Seq({Comma(), extra})) : ir_.Empty();
     for (size_t i = n; i-- > 0;) {
       ExprId m = ir_.Seq({Comma(), members[i]});
-      tail[i] = ir_.Seq({required[i] ? m : ir_.Optional(m), tail[i]});
+      tail[i] = ir_.Seq({required[i] ? m : ir_.Optional(m), tail[i + 1]});
     }
     // The first member written: any member up to and including the first required one.
     std::vector<ExprId> firsts;
@@ -446,8 +465,7 @@ class Converter {
       }
     for (size_t i = 0; i < n && i <= first_required; ++i)
       firsts.push_back(ir_.Seq({members[i], tail[i + 1]}));
-    if (first_required == n && extra >= 0)
-      firsts.push_back(ir_.Seq({extra, tail[n]}));
+    if (first_required == n && extra >= 0) firsts.push_back(ir_.Seq({extra, tail[n]}));
     ExprId body = firsts.empty() ? ir_.Empty() : ir_.Choice(std::move(firsts));
     if (first_required == n && !firsts.empty()) body = ir_.Optional(body);
     if (enc_.m3_xml) return body;
@@ -457,8 +475,9 @@ class Converter {
   int IntKeyword(const Json& schema, const char* key, int fallback, const std::string& path) {
     if (!schema.contains(key)) return fallback;
     const auto& v = schema[key];
-    Require(v.is_number_integer() || (v.is_number() && std::floor(v.get<double>()) == v.get<double>()),
-            ErrorCode::kInvalidArgument, std::string(key) + " at " + path + " must be an integer");
+    Require(
+        v.is_number_integer() || (v.is_number() && std::floor(v.get<double>()) == v.get<double>()),
+        ErrorCode::kInvalidArgument, std::string(key) + " at " + path + " must be an integer");
     double d = v.get<double>();
     Require(d >= 0, ErrorCode::kInvalidArgument, std::string(key) + " at " + path + " is negative");
     return d > 1e9 ? 1000000000 : static_cast<int>(d);
@@ -516,7 +535,8 @@ class Converter {
         }
         return ir_.Repeat(one, lo, hi);
       }
-      ExprId elem = k == 0 ? wrap(prefix[0]) : ir_.Seq({Comma(), wrap(prefix[static_cast<size_t>(k)])});
+      ExprId elem =
+          k == 0 ? wrap(prefix[0]) : ir_.Seq({Comma(), wrap(prefix[static_cast<size_t>(k)])});
       ExprId seq = ir_.Seq({elem, rest(k + 1)});
       return k >= min ? ir_.Optional(seq) : seq;
     };
@@ -531,11 +551,13 @@ class Converter {
       ByteSet esc;
       for (char c : std::string("\"\\/bfnrt")) esc.set(static_cast<unsigned char>(c));
       ByteSet hex = Range('0', '9') | Range('a', 'f') | Range('A', 'F');
-      ir_.SetBody(json_char_,
-                  ir_.Choice({ir_.Codepoints({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}, true),
-                              ir_.Seq({ir_.Literal("\\"),
-                                       ir_.Choice({ir_.Bytes(esc),
-                                                   ir_.Seq({ir_.Literal("u"), ir_.Repeat(ir_.Bytes(hex), 4, 4)})})})}));
+      ir_.SetBody(
+          json_char_,
+          ir_.Choice({ir_.Codepoints({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}, true),
+                      ir_.Seq({ir_.Literal("\\"),
+                               ir_.Choice({ir_.Bytes(esc),
+                                           ir_.Seq({ir_.Literal("u"),
+                                                    ir_.Repeat(ir_.Bytes(hex), 4, 4)})})})}));
     }
     return ir_.Ref(json_char_);
   }
@@ -543,7 +565,8 @@ class Converter {
   ExprId JsonString() {
     if (json_string_ < 0) {
       json_string_ = ir_.AddRule("json_string");
-      ir_.SetBody(json_string_, ir_.Seq({ir_.Literal("\""), ir_.Star(JsonChar()), ir_.Literal("\"")}));
+      ir_.SetBody(json_string_,
+                  ir_.Seq({ir_.Literal("\""), ir_.Star(JsonChar()), ir_.Literal("\"")}));
     }
     return ir_.Ref(json_string_);
   }
@@ -551,7 +574,8 @@ class Converter {
   ExprId JsonNumber() {
     if (json_number_ < 0) {
       json_number_ = ir_.AddRule("json_number");
-      ir_.SetBody(json_number_, ir_.Seq({IntegerRange(ir_, false, 0, false, 0), Fraction(), ir_.Optional(Exponent())}));
+      ir_.SetBody(json_number_, ir_.Seq({IntegerRange(ir_, false, 0, false, 0), Fraction(),
+                                         ir_.Optional(Exponent())}));
     }
     return ir_.Ref(json_number_);
   }
@@ -566,7 +590,8 @@ class Converter {
     e.set('E');
     sign.set('+');
     sign.set('-');
-    return ir_.Seq({ir_.Bytes(e), ir_.Optional(ir_.Bytes(sign)), ir_.Repeat(ir_.Bytes(Range('0', '9')), 1, 3)});
+    return ir_.Seq({ir_.Bytes(e), ir_.Optional(ir_.Bytes(sign)),
+                    ir_.Repeat(ir_.Bytes(Range('0', '9')), 1, 2)});
   }
 
   ExprId RawText() {
@@ -576,15 +601,24 @@ class Converter {
   static const char* FormatRegex(const std::string& f) {
     static const std::map<std::string, const char*> formats = {
         {"date", "\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])"},
-        {"time", "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"},
+        {"time",
+         "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"},
         {"date-time",
-         "\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])T([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"},
-        {"duration", "P(\\d{1,6}Y)?(\\d{1,6}M)?(\\d{1,6}W)?(\\d{1,6}D)?(T(\\d{1,6}H)?(\\d{1,6}M)?(\\d{1,6}S)?)?"},
-        {"email", "[a-zA-Z0-9][a-zA-Z0-9._%+-]{0,63}@[a-zA-Z0-9-]{1,63}(\\.[a-zA-Z0-9-]{1,63}){0,3}\\.[a-zA-Z]{2,12}"},
+         "\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])T([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{"
+         "1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"},
+        {"duration",
+         "P(\\d{1,6}Y)?(\\d{1,6}M)?(\\d{1,6}W)?(\\d{1,6}D)?(T(\\d{1,6}H)?(\\d{1,6}M)?(\\d{1,6}S)?)"
+         "?"},
+        {"email",
+         "[a-zA-Z0-9][a-zA-Z0-9._%+-]{0,63}@[a-zA-Z0-9-]{1,63}(\\.[a-zA-Z0-9-]{1,63}){0,3}\\.[a-zA-"
+         "Z]{2,12}"},
         {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
-        {"ipv4", "((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"},
+        {"ipv4",
+         "((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"},
         {"ipv6", "([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}"},
-        {"hostname", "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?){0,4}"},
+        {"hostname",
+         "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])"
+         "?){0,4}"},
         {"uri", "[a-zA-Z][a-zA-Z0-9+.-]{0,15}:[!#-\\[\\]-~]{1,200}"},
     };
     auto it = formats.find(f);
@@ -661,8 +695,12 @@ class Converter {
             ErrorCode::kInvalidArgument, "numeric bound at " + path + " out of range");
     // Integer parts allowed: [ilo, ihi].
     long long ilo = 0, ihi = 0;
-    if (has_lo) ilo = ex_lo ? static_cast<long long>(std::floor(lo)) + 1 : static_cast<long long>(std::ceil(lo));
-    if (has_hi) ihi = ex_hi ? static_cast<long long>(std::ceil(hi)) - 1 : static_cast<long long>(std::floor(hi));
+    if (has_lo)
+      ilo = ex_lo ? static_cast<long long>(std::floor(lo)) + 1
+                  : static_cast<long long>(std::ceil(lo));
+    if (has_hi)
+      ihi = ex_hi ? static_cast<long long>(std::ceil(hi)) - 1
+                  : static_cast<long long>(std::floor(hi));
     Require(!(has_lo && has_hi && ilo > ihi && integer), ErrorCode::kInvalidArgument,
             "no integer in the range at " + path);
     if (integer) return IntegerRange(ir_, has_lo, ilo, has_hi, ihi);
@@ -671,11 +709,13 @@ class Converter {
     // that integer part stays in range (n >= 0: [n, n+1) needs n + 1 <= hi; n < 0: (n-1, n]
     // needs n - 1 >= lo). No exponent.
     std::vector<ExprId> alts;
-    if (!(has_lo && has_hi && ilo > ihi)) alts.push_back(IntegerRange(ir_, has_lo, ilo, has_hi, ihi));
+    if (!(has_lo && has_hi && ilo > ihi))
+      alts.push_back(IntegerRange(ir_, has_lo, ilo, has_hi, ihi));
     // Non-negative with fraction: n in [max(0, ilo'), fhi] where n + 1 <= hi.
     {
-      long long a = has_lo ? std::max<long long>(0, static_cast<long long>(std::ceil(lo)) ) : 0;
-      if (has_lo && ex_lo && static_cast<double>(a) <= lo) a = static_cast<long long>(std::floor(lo)) + 1;
+      long long a = has_lo ? std::max<long long>(0, static_cast<long long>(std::ceil(lo))) : 0;
+      if (has_lo && ex_lo && static_cast<double>(a) <= lo)
+        a = static_cast<long long>(std::floor(lo)) + 1;
       bool bounded = has_hi;
       long long b = has_hi ? static_cast<long long>(std::floor(hi)) - 1 : 0;
       if (!bounded || a <= b)

@@ -20,8 +20,8 @@ struct Head {
 class StackStore {
  public:
   int32_t Push(StateId ret, int32_t parent) {
-    uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(ret)) << 32) |
-                   static_cast<uint32_t>(parent);
+    uint64_t key =
+        (static_cast<uint64_t>(static_cast<uint32_t>(ret)) << 32) | static_cast<uint32_t>(parent);
     auto [it, inserted] = ids_.emplace(key, static_cast<int32_t>(nodes_.size()));
     if (inserted) nodes_.push_back({ret, parent});
     return it->second;

@@ -54,8 +54,8 @@ class RegexParser {
   }
 
   int Number() {
-    Require(!AtEnd() && isdigit(static_cast<unsigned char>(re_[pos_])),
-            ErrorCode::kInvalidArgument, Where() + "expected a number in {}");
+    Require(!AtEnd() && isdigit(static_cast<unsigned char>(re_[pos_])), ErrorCode::kInvalidArgument,
+            Where() + "expected a number in {}");
     long v = 0;
     while (!AtEnd() && isdigit(static_cast<unsigned char>(re_[pos_]))) {
       v = v * 10 + (re_[pos_++] - '0');
@@ -158,8 +158,8 @@ class RegexParser {
         break;
       case 's':
       case 'S':
-        out.insert(out.end(), {{' ', ' '}, {'\t', '\r'}, {0xA0, 0xA0}, {0x2028, 0x2029},
-                               {0xFEFF, 0xFEFF}});
+        out.insert(out.end(),
+                   {{' ', ' '}, {'\t', '\r'}, {0xA0, 0xA0}, {0x2028, 0x2029}, {0xFEFF, 0xFEFF}});
         break;
       default:
         return;
@@ -177,7 +177,9 @@ class RegexParser {
         Require(!AtEnd() && isxdigit(static_cast<unsigned char>(re_[pos_])),
                 ErrorCode::kInvalidArgument, Where() + "bad hex escape");
         char h = re_[pos_++];
-        v = v * 16 + static_cast<uint32_t>(isdigit(static_cast<unsigned char>(h)) ? h - '0' : (tolower(h) - 'a' + 10));
+        v = v * 16 + static_cast<uint32_t>(isdigit(static_cast<unsigned char>(h))
+                                               ? h - '0'
+                                               : (tolower(h) - 'a' + 10));
       }
       return v;
     };

@@ -65,7 +65,7 @@ VocabTrie VocabTrie::Build(const TokenizerVocab& vocab) {
   t.byte.push_back(0);
   t.depth.push_back(0);
   t.subtree_end.push_back(0);
-  std::vector<int32_t> path = {0};  // node per depth on the current path
+  std::vector<int32_t> path = {0};                       // node per depth on the current path
   std::vector<std::pair<int32_t, int32_t>> node_tokens;  // (node, id)
   const auto& sorted = vocab.sorted_ids();
   const auto& shared = vocab.shared_prefix();
@@ -118,7 +118,8 @@ bool DecodeUtf8(std::string_view s, size_t& i, uint32_t& c) {
   int n = u < 0x80 ? 1 : (u >> 5) == 6 ? 2 : (u >> 4) == 14 ? 3 : (u >> 3) == 30 ? 4 : 0;
   if (n == 0 || i + static_cast<size_t>(n) > s.size()) return false;
   c = n == 1 ? u : n == 2 ? (u & 0x1F) : n == 3 ? (u & 0x0F) : (u & 0x07);
-  for (int k = 1; k < n; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + static_cast<size_t>(k)]) & 0x3F);
+  for (int k = 1; k < n; ++k)
+    c = (c << 6) | (static_cast<unsigned char>(s[i + static_cast<size_t>(k)]) & 0x3F);
   i += static_cast<size_t>(n);
   return true;
 }
@@ -180,9 +181,10 @@ std::shared_ptr<const TokenizerVocab> TokenizerVocab::FromHuggingFaceJson(
   size_t size = std::max<size_t>(static_cast<size_t>(max_id + 1), options.vocab_size);
   bool byte_level = HasType(j.value("decoder", nlohmann::json()), "ByteLevel") ||
                     HasType(j.value("pre_tokenizer", nlohmann::json()), "ByteLevel");
-  bool metaspace = !byte_level && (HasType(j.value("decoder", nlohmann::json()), "Metaspace") ||
-                                   HasType(j.value("pre_tokenizer", nlohmann::json()), "Metaspace") ||
-                                   model.value("byte_fallback", false));
+  bool metaspace =
+      !byte_level && (HasType(j.value("decoder", nlohmann::json()), "Metaspace") ||
+                      HasType(j.value("pre_tokenizer", nlohmann::json()), "Metaspace") ||
+                      model.value("byte_fallback", false));
   static const std::vector<int> table = UnicodeToByteTable();
   std::vector<std::string> tokens(size);
   for (auto& [piece, id] : pieces) {
@@ -222,9 +224,9 @@ std::shared_ptr<const TokenizerVocab> TokenizerVocab::FromHuggingFaceJson(
   std::vector<int32_t> stops = options.stop_ids;
   for (auto& a : added) {
     tokens[static_cast<size_t>(a.id)] = a.content;
-    bool matchable = std::find(options.matchable_added_tokens.begin(),
-                               options.matchable_added_tokens.end(),
-                               a.content) != options.matchable_added_tokens.end();
+    bool matchable =
+        std::find(options.matchable_added_tokens.begin(), options.matchable_added_tokens.end(),
+                  a.content) != options.matchable_added_tokens.end();
     if (!matchable) special.push_back(static_cast<int32_t>(a.id));
     if (options.stop_ids.empty() &&
         std::find(options.stop_token_contents.begin(), options.stop_token_contents.end(),

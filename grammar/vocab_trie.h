@@ -13,8 +13,8 @@ struct VocabTrie {
   // Node 0 is the root (the empty prefix); nodes 1.. in preorder.
   std::vector<uint8_t> byte;
   std::vector<uint16_t> depth;
-  std::vector<int32_t> subtree_end;   // one past the last node of the subtree
-  std::vector<int32_t> token_begin;   // tokens ending at node i: ids[token_begin[i]..[i+1])
+  std::vector<int32_t> subtree_end;  // one past the last node of the subtree
+  std::vector<int32_t> token_begin;  // tokens ending at node i: ids[token_begin[i]..[i+1])
   std::vector<int32_t> ids;
   size_t num_nodes() const { return byte.size(); }
 
