@@ -169,6 +169,7 @@ class Builder {
         if (a.next[s * static_cast<size_t>(num_classes_) + static_cast<size_t>(c)] >= 0)
           a.has_bytes[s] = 1;
     CheckLeftRecursion(a, order);
+    ComputeFollow(a);
     return a;
   }
 
@@ -425,7 +426,8 @@ class Builder {
 
   void CheckLeftRecursion(const Automaton& a, const std::vector<RuleId>& order) {
     size_t nr = ir_.rules().size();
-    std::vector<uint8_t> nullable(nr, 0);
+    nullable_.assign(nr, 0);
+    std::vector<uint8_t>& nullable = nullable_;
     // A rule is nullable when its start reaches a final state through calls of nullable rules.
     auto reach = [&](RuleId r, std::vector<RuleId>* callees) {
       std::vector<StateId> stack = {a.rule_start[static_cast<size_t>(r)]};
@@ -471,6 +473,44 @@ class Builder {
       if (color[r] == 0) dfs(r);
   }
 
+  // FIRST per state (the bytes readable next, through calls, and past the rule's end through
+  // its FOLLOW) and FOLLOW per rule, to a fixpoint.
+  void ComputeFollow(Automaton& a) {
+    size_t n = a.num_states();
+    a.follow.assign(ir_.rules().size(), ByteSet());
+    std::vector<ByteSet> first(n);
+    std::vector<ByteSet> class_bytes(static_cast<size_t>(num_classes_));
+    for (int b = 0; b < 256; ++b) class_bytes[a.byte_class[b]].set(static_cast<size_t>(b));
+    for (size_t s = 0; s < n; ++s)
+      for (int c = 0; c < num_classes_; ++c)
+        if (a.next[s * static_cast<size_t>(num_classes_) + static_cast<size_t>(c)] >= 0)
+          first[s] |= class_bytes[static_cast<size_t>(c)];
+    for (bool changed = true; changed;) {
+      changed = false;
+      CheckTime();
+      for (size_t s = n; s-- > 0;) {
+        ByteSet f = first[s];
+        auto r = static_cast<size_t>(a.rule_of[s]);
+        if (a.is_final[s]) f |= a.follow[r];
+        for (int32_t i = a.call_begin[s]; i < a.call_begin[s + 1]; ++i) {
+          auto [callee_start, ret] = a.calls[static_cast<size_t>(i)];
+          auto callee = static_cast<size_t>(a.rule_of[static_cast<size_t>(callee_start)]);
+          f |= first[static_cast<size_t>(callee_start)];
+          if (nullable_[callee]) f |= first[static_cast<size_t>(ret)];
+          ByteSet fo = a.follow[callee] | first[static_cast<size_t>(ret)];
+          if (fo != a.follow[callee]) {
+            a.follow[callee] = fo;
+            changed = true;
+          }
+        }
+        if (f != first[s]) {
+          first[s] = f;
+          changed = true;
+        }
+      }
+    }
+  }
+
   static constexpr double kInlineStates = 3000;
   const GrammarIr& ir_;
   CompileLimits limits_;
@@ -480,6 +520,7 @@ class Builder {
   std::vector<std::vector<RuleId>> refs_;
   std::vector<int> ref_count_;
   std::vector<uint8_t> recursive_;
+  std::vector<uint8_t> nullable_;
   std::vector<double> rule_size_;
   std::vector<RuleId> pending_calls_;
   std::vector<uint32_t> mark_;

@@ -29,6 +29,10 @@ struct Automaton {
   std::vector<std::pair<StateId, StateId>> calls;
   std::vector<StateId> rule_start;  // per rule; -1 for rules inlined everywhere
   std::vector<std::string> rule_names;
+  // Per rule: the bytes that can come right after the rule ends, in any context it is called
+  // from (empty for a root nothing calls): a token that leaves the rule into a byte outside
+  // this set is rejected without looking at the stack.
+  std::vector<ByteSet> follow;
   StateId root_start = -1;
 
   size_t num_states() const { return is_final.size(); }

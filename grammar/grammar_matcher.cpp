@@ -155,14 +155,12 @@ void GrammarMatcher::FillNextTokenBitmask(uint32_t* words) {
     }
   }
   // Context-dependent tokens: each checked against this head's real stack.
-  size_t max_depth = 1;
   for (const Head& h : now.heads) {
     const StateMask& m = data.masks[static_cast<size_t>(h.state)];
     if (m.uncertain_nodes.empty()) continue;
     if (st.levels.empty()) {
-      for (uint16_t d : trie.depth) max_depth = std::max<size_t>(max_depth, d + 1u);
-      st.levels.resize(max_depth + 1);
-      st.level_end.assign(max_depth + 1, 0);
+      st.levels.resize(trie.max_depth + 2);
+      st.level_end.assign(trie.max_depth + 2, 0);
     }
     st.levels[0].assign(1, h);
     const std::string* prev = nullptr;

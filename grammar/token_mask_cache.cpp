@@ -19,10 +19,11 @@ void BuildTokenMasks(CompiledGrammarData& data, const CompileLimits& limits) {
   size_t n = a.num_states();
   data.masks.assign(n, {});
   StackStore store;
-  size_t max_depth = 1;
-  for (uint16_t d : trie.depth) max_depth = std::max<size_t>(max_depth, d + 1u);
+  size_t max_depth = trie.max_depth + 1;
   std::vector<std::vector<Head>> levels(max_depth + 1);
-  std::vector<uint8_t> exit_before(max_depth + 1, 0);
+  // Per depth on the current path: a shorter prefix left the rule into a possible follower
+  // (uncertain), and the rule can end right after this prefix (exit_at).
+  std::vector<uint8_t> uncertain(max_depth + 1, 0), exit_at(max_depth + 1, 0);
   std::vector<Head> scratch;
   std::vector<int32_t> accepted;
   auto started = std::chrono::steady_clock::now();
@@ -39,33 +40,41 @@ void BuildTokenMasks(CompiledGrammarData& data, const CompileLimits& limits) {
     StateMask& mask = data.masks[s];
     accepted.clear();
     levels[0].assign(1, Head{static_cast<StateId>(s), -1});
-    exit_before[0] = 0;
+    uncertain[0] = 0;
+    exit_at[0] = 0;
+    const ByteSet& follow = a.follow[static_cast<size_t>(a.rule_of[s])];
     size_t nodes = trie.num_nodes();
     for (size_t i = 1; i < nodes;) {
       size_t d = trie.depth[i];
-      bool end = StepHeads(a, store, levels[d - 1], trie.byte[i], levels[d], scratch);
+      uint8_t byte = trie.byte[i];
+      // Uncertain: some path left the rule at a shorter prefix into a byte that may follow it.
+      bool inherit = uncertain[d - 1] || (exit_at[d - 1] && follow.test(byte));
+      bool end = StepHeads(a, store, levels[d - 1], byte, levels[d], scratch);
       bool alive = !levels[d].empty();
-      bool accept_here = alive || end;
-      bool uncertain_below = exit_before[d - 1] != 0 || end;
-      for (int32_t k = trie.token_begin[i]; k < trie.token_begin[i + 1]; ++k) {
-        if (accept_here) {
-          accepted.push_back(trie.ids[static_cast<size_t>(k)]);
-        } else if (exit_before[d - 1]) {
+      if (trie.token_begin[i] < trie.token_begin[i + 1]) {
+        if (alive || end) {
+          for (int32_t k = trie.token_begin[i]; k < trie.token_begin[i + 1]; ++k)
+            accepted.push_back(trie.ids[static_cast<size_t>(k)]);
+        } else if (inherit) {
           mask.uncertain_nodes.push_back(static_cast<int32_t>(i));
-          break;  // the node stands for all its tokens
         }
       }
       if (alive) {
-        exit_before[d] = uncertain_below ? 1 : 0;
+        uncertain[d] = inherit ? 1 : 0;
+        exit_at[d] = end ? 1 : 0;
         ++i;
         continue;
       }
-      // No heads: every longer token under this prefix is settled.
-      size_t stop = static_cast<size_t>(trie.subtree_end[i]);
-      if (uncertain_below)
-        for (size_t j = i + 1; j < stop; ++j)
-          if (trie.token_begin[j] < trie.token_begin[j + 1])
+      // No heads: every longer token under this prefix is settled here.
+      auto stop = static_cast<size_t>(trie.subtree_end[i]);
+      if (inherit || end) {
+        bool branch_ok = inherit;
+        for (size_t j = i + 1; j < stop; ++j) {
+          if (!inherit && trie.depth[j] == d + 1) branch_ok = follow.test(trie.byte[j]);
+          if (branch_ok && trie.token_begin[j] < trie.token_begin[j + 1])
             mask.uncertain_nodes.push_back(static_cast<int32_t>(j));
+        }
+      }
       i = stop;
     }
     if (accepted.size() * 32 < vocab.size()) {

@@ -83,6 +83,7 @@ VocabTrie VocabTrie::Build(const TokenizerVocab& vocab) {
       path.push_back(static_cast<int32_t>(t.byte.size()));
       t.byte.push_back(static_cast<uint8_t>(bytes[d]));
       t.depth.push_back(static_cast<uint16_t>(d + 1));
+      t.max_depth = std::max(t.max_depth, d + 1);
       t.subtree_end.push_back(0);
     }
     node_tokens.push_back({path.back(), sorted[k]});

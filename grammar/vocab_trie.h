@@ -16,6 +16,7 @@ struct VocabTrie {
   std::vector<int32_t> subtree_end;  // one past the last node of the subtree
   std::vector<int32_t> token_begin;  // tokens ending at node i: ids[token_begin[i]..[i+1])
   std::vector<int32_t> ids;
+  size_t max_depth = 0;  // the longest token's length
   size_t num_nodes() const { return byte.size(); }
 
   static VocabTrie Build(const TokenizerVocab& vocab);
