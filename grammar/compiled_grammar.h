@@ -4,6 +4,7 @@
 // stack (they leave the current rule): checked at run time. Tokens in neither are rejected.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,14 +21,31 @@ struct StateMask {
 };
 
 struct CompiledGrammarData {
+  CompiledGrammarData() = default;
+  CompiledGrammarData(const CompiledGrammarData&) = delete;
+  CompiledGrammarData& operator=(const CompiledGrammarData&) = delete;
+  ~CompiledGrammarData();
+
   std::shared_ptr<const TokenizerVocab> vocab;
   Automaton automaton;
-  std::vector<StateMask> masks;  // per automaton state (empty for non-scanning states)
-  std::string text;              // GBNF of the lowered grammar
+  std::string text;  // GBNF of the lowered grammar
   double compile_ms = 0;
+
+  // The mask of a scanning state: computed at compile time (CompileLimits::precompute_masks)
+  // or on first use, once, by whichever thread gets there first (the others' copies are
+  // dropped); the grammar stays logically immutable.
+  const StateMask& Mask(StateId s) const;
+  // Computes every scanning state's mask now; throws kDeadlineExceeded past `deadline_ms`.
+  void PrecomputeMasks(int deadline_ms) const;
+  size_t masks_computed() const;
+  size_t mask_bytes() const;
+  void InitMasks();  // after `automaton` is set
+
+ private:
+  mutable std::unique_ptr<std::atomic<const StateMask*>[]> masks_;
 };
 
-// Fills data.masks by walking the vocabulary trie from every scanning state.
-void BuildTokenMasks(CompiledGrammarData& data, const CompileLimits& limits);
+// One state's mask by a walk over the vocabulary trie.
+StateMask ComputeStateMask(const CompiledGrammarData& data, StateId state);
 
 }  // namespace m3::grammar

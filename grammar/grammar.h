@@ -89,6 +89,11 @@ struct CompileLimits {
   int max_depth = 64;                         // nesting of schemas, groups, expressions
   int max_repeat = 1000;                      // a bounded repeat {m,n}, minItems/maxItems, ...
   int max_compile_ms = 5000;                  // wall time of one compile, mask cache included
+  // true: every state's token mask is computed at compile time (the first tokens cost nothing
+  // more, compiles of string-heavy schemas over a 200K vocabulary take seconds); false: a
+  // state's mask is computed the first time a matcher reaches it (compiles take milliseconds,
+  // a new state's first mask a trie walk: ~0.1-30 ms), then cached in the CompiledGrammar.
+  bool precompute_masks = false;
 };
 
 struct JsonSchemaOptions {

@@ -1,7 +1,7 @@
 // GrammarCompiler: each source lowered to GrammarIr, built into an automaton, its token masks
-// precomputed against the vocabulary; results kept in a bounded LRU cache keyed by a hash of
-// (kind, text, options). Compiles of distinct keys run in parallel; the cache lock is held only
-// to look up and insert.
+// precomputed against the vocabulary (or left to first use); results kept in a bounded LRU cache
+// keyed by a hash of (kind, text, options). Compiles of distinct keys run in parallel; the cache
+// lock is held only to look up and insert.
 #include <chrono>
 #include <list>
 #include <mutex>
@@ -68,12 +68,13 @@ std::shared_ptr<const CompiledGrammar> CompileWith(
   data->vocab = vocab;
   data->automaton = BuildAutomaton(ir, limits);
   data->text = ir.ToText();
-  CompileLimits rest = limits;
-  auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
-                   std::chrono::steady_clock::now() - started)
-                   .count();
-  rest.max_compile_ms = static_cast<int>(std::max<long long>(1, limits.max_compile_ms - spent));
-  BuildTokenMasks(*data, rest);
+  data->InitMasks();
+  if (limits.precompute_masks) {
+    auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - started)
+                     .count();
+    data->PrecomputeMasks(static_cast<int>(std::max<long long>(0, limits.max_compile_ms - spent)));
+  }
   data->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return std::make_shared<const CompiledGrammar>(std::move(data));

@@ -21,10 +21,7 @@ const std::shared_ptr<const TokenizerVocab>& CompiledGrammar::vocab_ptr() const 
   return data_->vocab;
 }
 size_t CompiledGrammar::memory_bytes() const {
-  size_t bytes = data_->automaton.memory_bytes() + data_->text.size();
-  for (const StateMask& m : data_->masks)
-    bytes += (m.accepted_ids.size() + m.accepted_bits.size() + m.uncertain_nodes.size()) * 4;
-  return bytes;
+  return data_->automaton.memory_bytes() + data_->text.size() + data_->mask_bytes();
 }
 std::string CompiledGrammar::DebugText() const {
   return data_->text;
@@ -145,7 +142,7 @@ void GrammarMatcher::FillNextTokenBitmask(uint32_t* words) {
   for (const Head& h : now.heads) {
     if (std::find(done.begin(), done.end(), h.state) != done.end()) continue;
     done.push_back(h.state);
-    const StateMask& m = data.masks[static_cast<size_t>(h.state)];
+    const StateMask& m = data.Mask(h.state);
     if (!m.accepted_bits.empty()) {
       const uint32_t* src = m.accepted_bits.data();
       for (size_t w = 0; w < nwords; ++w) words[w] |= src[w];
@@ -156,7 +153,7 @@ void GrammarMatcher::FillNextTokenBitmask(uint32_t* words) {
   }
   // Context-dependent tokens: each checked against this head's real stack.
   for (const Head& h : now.heads) {
-    const StateMask& m = data.masks[static_cast<size_t>(h.state)];
+    const StateMask& m = data.Mask(h.state);
     if (m.uncertain_nodes.empty()) continue;
     if (st.levels.empty()) {
       st.levels.resize(trie.max_depth + 2);
