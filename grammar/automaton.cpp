@@ -19,6 +19,14 @@ size_t Automaton::memory_bytes() const {
 
 namespace {
 
+struct SetHash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
 struct NfaState {
   std::vector<int32_t> eps;
   std::vector<std::pair<int32_t, int32_t>> sets;  // (byte set index, target)
@@ -73,7 +81,7 @@ class Builder {
     for (size_t k = 0; k < order.size(); ++k) {
       RuleId r = order[k];
       auto [nstart, nend] = fragments[k];
-      std::map<std::vector<int32_t>, StateId> ids;
+      std::unordered_map<std::vector<int32_t>, StateId, SetHash> ids;
       std::vector<std::vector<int32_t>> todo;
       auto intern = [&](std::vector<int32_t> set) -> StateId {
         auto it = ids.find(set);
@@ -97,15 +105,16 @@ class Builder {
         todo.pop_back();
         StateId from = ids[set];
         CheckTime();
+        // Targets per byte class, gathered in one pass over the set's edges.
+        std::vector<std::vector<int32_t>>& by_class = by_class_;
+        by_class.assign(static_cast<size_t>(num_classes_), {});
+        for (int32_t s : set)
+          for (auto [set_index, t] : nfa_[static_cast<size_t>(s)].sets)
+            for (int c : set_classes_[static_cast<size_t>(set_index)])
+              by_class[static_cast<size_t>(c)].push_back(t);
         for (int c = 0; c < num_classes_; ++c) {
-          int rep = class_rep_[static_cast<size_t>(c)];
-          std::vector<int32_t> targets;
-          for (int32_t s : set)
-            for (auto [set_index, t] : nfa_[static_cast<size_t>(s)].sets)
-              if (sets_[static_cast<size_t>(set_index)].test(static_cast<size_t>(rep)))
-                targets.push_back(t);
-          if (targets.empty()) continue;
-          StateId to = intern(Closure(std::move(targets)));
+          if (by_class[static_cast<size_t>(c)].empty()) continue;
+          StateId to = intern(Closure(std::move(by_class[static_cast<size_t>(c)])));
           next_rows[static_cast<size_t>(from)][static_cast<size_t>(c)] = to;
         }
         std::map<RuleId, std::vector<int32_t>> by_callee;
@@ -422,6 +431,11 @@ class Builder {
       if (inserted) class_rep_.push_back(b);
     }
     num_classes_ = static_cast<int>(classes.size());
+    set_classes_.assign(sets_.size(), {});
+    for (size_t i = 0; i < sets_.size(); ++i)
+      for (int c = 0; c < num_classes_; ++c)
+        if (sets_[i].test(static_cast<size_t>(class_rep_[static_cast<size_t>(c)])))
+          set_classes_[i].push_back(c);
   }
 
   void CheckLeftRecursion(const Automaton& a, const std::vector<RuleId>& order) {
@@ -527,6 +541,8 @@ class Builder {
   uint32_t epoch_ = 1;
   uint8_t byte_class_[256] = {};
   std::vector<int> class_rep_;
+  std::vector<std::vector<int>> set_classes_;  // per byte set: the classes it contains
+  std::vector<std::vector<int32_t>> by_class_;
   int num_classes_ = 0;
   uint64_t ticks_ = 0;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
