@@ -265,7 +265,11 @@ class Converter {
       any_value_ = ir_.AddRule("json_value");
       RuleId obj = ir_.AddRule("json_object");
       RuleId arr = ir_.AddRule("json_array");
-      ExprId value = ir_.Ref(any_value_);
+      // Scalars inside containers are inlined (only nested containers are calls), so a string's
+      // end and the "," / "]" / "}" after it are decided inside the container's own automaton.
+      ExprId value =
+          ir_.Choice({ir_.Ref(obj), ir_.Ref(arr), JsonString(), JsonNumber(), ir_.Literal("true"),
+                      ir_.Literal("false"), ir_.Literal("null")});
       ExprId member = ir_.Seq({JsonString(), Ws(), ir_.Literal(":"), Ws(), value});
       ir_.SetBody(
           obj,
@@ -279,9 +283,7 @@ class Converter {
                    ir_.Optional(ir_.Seq(
                        {value, ir_.Star(ir_.Seq({Ws(), ir_.Literal(","), Ws(), value})), Ws()})),
                    ir_.Literal("]")}));
-      ir_.SetBody(any_value_,
-                  ir_.Choice({ir_.Ref(obj), ir_.Ref(arr), JsonString(), JsonNumber(),
-                              ir_.Literal("true"), ir_.Literal("false"), ir_.Literal("null")}));
+      ir_.SetBody(any_value_, value);
       any_object_ = obj;
     }
     return ir_.Ref(any_value_);
