@@ -113,7 +113,10 @@ enum class ArgumentFormat {
   kM3Xml,  // the segment's text is the schema's object rendered as M3 parameter tags:
            // <name>value</name> per property (in order, required ones present), strings raw,
            // numbers / booleans / null as JSON text, objects as nested tags, arrays as
-           // repeated <item>...</item>; each tag may be preceded by `tag_prefix`
+           // repeated <item>...</item>; each tag preceded by `xml_tag_prefix`
+  kM2Xml,  // the M2 template's rendering: per property (in order, required ones present)
+           // <parameter name="k">value</parameter> and a newline, string values raw, other
+           // values compact JSON
 };
 
 // One alternative of a structural segment: begin text, a constrained body, end text.

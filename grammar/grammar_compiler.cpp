@@ -227,6 +227,12 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::CompileStructural(
         } else {
           SchemaEncoding enc;
           enc.m3_xml = t.format == ArgumentFormat::kM3Xml;
+          enc.m2_xml = t.format == ArgumentFormat::kM2Xml;
+          Require(!enc.m2_xml || schemas[i].value("type", nlohmann::ordered_json()) == "object" ||
+                      schemas[i].contains("properties"),
+                  ErrorCode::kInvalidArgument,
+                  "structural: tag " + std::to_string(i) +
+                      ": the M2 parameter format needs an object schema");
           enc.xml_tag_prefix = t.xml_tag_prefix;
           try {
             body = ConvertJsonSchema(ir, schemas[i], spec.json_options, enc);

@@ -518,7 +518,7 @@ TEST_CASE("structural: M3 tool calls with XML parameters following each tool's s
   int calls = 0;
   for (int run = 0; run < 12; ++run) {
     GrammarMatcher m(g);
-    auto r = m3::test::RandomWalk(m, *vocab, rng, 60, 4000, run < 3, ns);
+    auto r = m3::test::RandomWalk(m, *vocab, rng, 60, 4000, run < 3, ns + "</tool_call>");
     REQUIRE_MESSAGE(r.error.empty(), r.error);
     REQUIRE(r.terminated);
     INFO(r.text);
@@ -569,5 +569,54 @@ TEST_CASE("json_object: any object, nothing else") {
     Json v;
     REQUIRE_NOTHROW(v = Json::parse(r.text));
     CHECK(v.is_object());
+  }
+}
+
+TEST_CASE("structural: M2 tool calls (<parameter name=...> lines, JSON for non-strings)") {
+  Json schema = Json::parse(
+      R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1,"maximum":7},"tags":{"type":"array","items":{"type":"string","maxLength":6},"maxItems":2},"mode":{"type":"string","enum":["fast","slow"]}},"required":["city","days"]})");
+  m3::grammar::StructuralSpec spec;
+  spec.prefix = "<minimax:tool_call>\n";
+  spec.suffix = "</minimax:tool_call>";
+  spec.max_count = -1;
+  m3::grammar::StructuralTag t;
+  t.begin = "<invoke name=\"get_weather\">\n";
+  t.schema_json = schema.dump();
+  t.format = m3::grammar::ArgumentFormat::kM2Xml;
+  t.end = "</invoke>\n";
+  spec.tags.push_back(t);
+  auto g = Compiler().CompileStructural(spec);
+  std::string call =
+      "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris, "
+      "<France></parameter>\n<parameter name=\"days\">3</parameter>\n<parameter "
+      "name=\"tags\">[\"a\",\"b\"]</parameter>\n</invoke>\n</minimax:tool_call>";
+  CHECK(Accepts(g, call));
+  std::string bad = call;
+  bad[bad.find(">3<") + 1] = '8';
+  CHECK(!Accepts(g, bad));
+  std::mt19937_64 rng(21);
+  const std::regex param(R"RE(<parameter name="([^"]+)">([\s\S]*?)</parameter>\n)RE");
+  for (int run = 0; run < 10; ++run) {
+    GrammarMatcher m(g);
+    auto r = m3::test::RandomWalk(m, *TestVocab(), rng, 50, 4000, run < 3, "</parameter>\n");
+    REQUIRE_MESSAGE(r.error.empty(), r.error);
+    REQUIRE(r.terminated);
+    INFO(r.text);
+    size_t calls = 0;
+    for (size_t at = r.text.find("<invoke"); at != std::string::npos;
+         at = r.text.find("<invoke", at + 1)) {
+      size_t end = r.text.find("</invoke>", at);
+      std::string body = r.text.substr(at, end - at);
+      Json args = Json::object();
+      for (std::sregex_iterator it(body.begin(), body.end(), param), stop; it != stop; ++it) {
+        std::string name = (*it)[1], value = (*it)[2];
+        bool is_string = schema["properties"][name]["type"] == "string";
+        args[name] = is_string ? Json(value) : Json::parse(value);
+      }
+      std::string why;
+      CHECK_MESSAGE(m3::test::ValidateJson(args, schema, schema, why), why << " " << args.dump());
+      ++calls;
+    }
+    CHECK(calls >= 1);
   }
 }
