@@ -22,6 +22,7 @@ struct Workspace {
   std::vector<uint8_t> uncertain, exit_at;
   std::vector<Head> scratch;
   std::vector<int32_t> accepted;
+  std::vector<StateId> simple;
 };
 
 }  // namespace
@@ -55,14 +56,49 @@ StateMask ComputeStateMask(const CompiledGrammarData& data, StateId state) {
   exit_at[0] = 0;
   const ByteSet& follow = a.follow[static_cast<size_t>(a.rule_of[s])];
   size_t nodes = trie.num_nodes();
+  // Fast path: most walks spend their time in one plain state (inside a string, a number) with
+  // an empty stack: simple[d] is that state, or -1 when levels[d] holds the general head set.
+  auto& simple = w.simple;
+  simple.assign(max_depth + 1, -1);
+  auto plain = [&](StateId t) {
+    auto ts = static_cast<size_t>(t);
+    return !a.is_final[ts] && a.call_begin[ts] == a.call_begin[ts + 1];
+  };
+  if (plain(state)) simple[0] = state;
+  const StateId* next = a.next.data();
+  const auto ncls = static_cast<size_t>(a.num_classes);
+  const uint16_t* depth_of = trie.depth.data();
+  const uint8_t* byte_of = trie.byte.data();
+  const int32_t* token_begin = trie.token_begin.data();
   for (size_t i = 1; i < nodes;) {
-    size_t d = trie.depth[i];
-    uint8_t byte = trie.byte[i];
+    size_t d = depth_of[i];
+    uint8_t byte = byte_of[i];
     // Uncertain: some path left the rule at a shorter prefix into a byte that may follow it.
     bool inherit = uncertain[d - 1] || (exit_at[d - 1] && follow.test(byte));
-    bool end = StepHeads(a, store, levels[d - 1], byte, levels[d], scratch);
-    bool alive = !levels[d].empty();
-    if (trie.token_begin[i] < trie.token_begin[i + 1]) {
+    bool end = false, alive;
+    StateId from = simple[d - 1];
+    if (from >= 0) {
+      StateId t = next[static_cast<size_t>(from) * ncls + a.byte_class[byte]];
+      if (t >= 0 && plain(t)) {
+        simple[d] = t;
+        alive = true;
+      } else {
+        simple[d] = -1;
+        levels[d].clear();
+        if (t >= 0) {
+          levels[d].push_back({t, -1});
+          end = CloseHeads(a, store, levels[d], scratch);
+        }
+        alive = !levels[d].empty();
+      }
+    } else {
+      end = StepHeads(a, store, levels[d - 1], byte, levels[d], scratch);
+      alive = !levels[d].empty();
+      simple[d] = -1;
+      if (levels[d].size() == 1 && levels[d][0].stack < 0 && plain(levels[d][0].state))
+        simple[d] = levels[d][0].state;
+    }
+    if (token_begin[i] < token_begin[i + 1]) {
       if (alive || end) {
         for (int32_t k = trie.token_begin[i]; k < trie.token_begin[i + 1]; ++k)
           accepted.push_back(trie.ids[static_cast<size_t>(k)]);
