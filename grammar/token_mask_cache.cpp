@@ -135,25 +135,59 @@ StateMask ComputeStateMask(const CompiledGrammarData& data, StateId state) {
   return result;
 }
 
-CompiledGrammarData::~CompiledGrammarData() {
-  if (!masks_) return;
-  for (size_t s = 0; s < automaton.num_states(); ++s) delete masks_[s].load();
-}
+CompiledGrammarData::~CompiledGrammarData() = default;
 
 void CompiledGrammarData::InitMasks() {
   masks_ = std::make_unique<std::atomic<const StateMask*>[]>(automaton.num_states());
   for (size_t s = 0; s < automaton.num_states(); ++s) masks_[s].store(nullptr);
 }
 
+namespace {
+
+uint64_t MaskHash(const StateMask& m) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::vector<int32_t>& v, uint64_t tag) {
+    h = (h ^ tag) * 1099511628211ull;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+  };
+  mix(m.accepted_ids, 1);
+  mix(m.uncertain_nodes, 2);
+  h = (h ^ 3) * 1099511628211ull;
+  for (uint32_t x : m.accepted_bits) h = (h ^ x) * 1099511628211ull;
+  return h;
+}
+
+bool SameMask(const StateMask& a, const StateMask& b) {
+  return a.accepted_ids == b.accepted_ids && a.accepted_bits == b.accepted_bits &&
+         a.uncertain_nodes == b.uncertain_nodes;
+}
+
+}  // namespace
+
 const StateMask& CompiledGrammarData::Mask(StateId s) const {
   std::atomic<const StateMask*>& slot = masks_[static_cast<size_t>(s)];
   const StateMask* m = slot.load(std::memory_order_acquire);
   if (m) return *m;
-  auto fresh = std::make_unique<StateMask>(ComputeStateMask(*this, s));
-  const StateMask* expected = nullptr;
-  if (slot.compare_exchange_strong(expected, fresh.get(), std::memory_order_acq_rel))
-    return *fresh.release();
-  return *expected;  // another thread won
+  StateMask fresh = ComputeStateMask(*this, s);
+  uint64_t h = MaskHash(fresh);
+  // States with equal masks (a bounded string's positions far from its bound, say) share one
+  // copy: the memory of a grammar grows with its distinct masks, not its states.
+  std::lock_guard lock(masks_mu_);
+  m = slot.load(std::memory_order_acquire);
+  if (m) return *m;  // another thread got here first
+  const StateMask* shared = nullptr;
+  for (const StateMask* candidate : by_hash_[h])
+    if (SameMask(*candidate, fresh)) shared = candidate;
+  if (!shared) {
+    owned_.push_back(std::make_unique<StateMask>(std::move(fresh)));
+    shared = owned_.back().get();
+    by_hash_[h].push_back(shared);
+    mask_bytes_ += sizeof(StateMask) + (shared->accepted_ids.size() + shared->accepted_bits.size() +
+                                        shared->uncertain_nodes.size()) *
+                                           4;
+  }
+  slot.store(shared, std::memory_order_release);
+  return *shared;
 }
 
 void CompiledGrammarData::PrecomputeMasks(int deadline_ms) const {
@@ -177,12 +211,8 @@ size_t CompiledGrammarData::masks_computed() const {
 }
 
 size_t CompiledGrammarData::mask_bytes() const {
-  size_t bytes = 0;
-  for (size_t s = 0; s < automaton.num_states(); ++s)
-    if (const StateMask* m = masks_[s].load())
-      bytes += sizeof(StateMask) +
-               (m->accepted_ids.size() + m->accepted_bits.size() + m->uncertain_nodes.size()) * 4;
-  return bytes;
+  std::lock_guard lock(masks_mu_);
+  return mask_bytes_;
 }
 
 }  // namespace m3::grammar
