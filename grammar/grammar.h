@@ -160,6 +160,13 @@ class CompiledGrammar {
   size_t memory_bytes() const;  // the automaton and mask cache
   // The grammar in GBNF text (after lowering a schema / regex), for logs and debugging.
   std::string DebugText() const;
+  // Computes every state's token mask now (what CompileLimits::precompute_masks does at compile
+  // time), e.g. on a background thread right after a lazy compile so that no decoding step pays
+  // for a state's first mask. Safe while matchers use the grammar. Throws kDeadlineExceeded
+  // past deadline_ms (the masks computed so far stay).
+  void WarmMasks(int deadline_ms = 60000) const;
+  // States whose mask is computed / all scanning states.
+  size_t masks_ready() const;
 
  private:
   std::shared_ptr<const CompiledGrammarData> data_;

@@ -26,6 +26,12 @@ size_t CompiledGrammar::memory_bytes() const {
 std::string CompiledGrammar::DebugText() const {
   return data_->text;
 }
+void CompiledGrammar::WarmMasks(int deadline_ms) const {
+  data_->PrecomputeMasks(deadline_ms);
+}
+size_t CompiledGrammar::masks_ready() const {
+  return data_->masks_computed();
+}
 
 namespace {
 struct Snapshot {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <random>
 #include <regex>
+#include <thread>
 
 #include "grammar/grammar.h"
 #include "tests/grammar/random_walk.h"
@@ -377,6 +378,39 @@ TEST_CASE("speculative decoding: rollback restores the exact mask") {
     m.FillNextTokenBitmask(again.data());
     CHECK(again == after);
   }
+}
+
+TEST_CASE("lazy masks: computed on first use, or all at once by WarmMasks, same results") {
+  std::string schema = m3::test::ReadFile(m3::test::DataPath("grammar/schemas/weather_tool.json"));
+  m3::grammar::CompileLimits eager_limits;
+  eager_limits.precompute_masks = true;
+  GrammarCompiler lazy(TestVocab(), {}, 0), eager(TestVocab(), eager_limits, 0);
+  auto a = lazy.CompileJsonSchema(schema);
+  auto b = eager.CompileJsonSchema(schema);
+  CHECK(a->masks_ready() == 0);
+  CHECK(b->masks_ready() > 10);
+  std::thread warm([&] { a->WarmMasks(); });
+  // Masks from both while the lazy one warms up on another thread.
+  std::mt19937_64 rng(17);
+  auto vocab = TestVocab();
+  for (int run = 0; run < 5; ++run) {
+    GrammarMatcher ma(a), mb(b);
+    std::vector<uint32_t> x(vocab->mask_words()), y(vocab->mask_words());
+    for (int step = 0; step < 200 && !ma.IsTerminated(); ++step) {
+      ma.FillNextTokenBitmask(x.data());
+      mb.FillNextTokenBitmask(y.data());
+      REQUIRE(x == y);
+      std::vector<int32_t> allowed;
+      for (size_t i = 0; i < vocab->size(); ++i)
+        if (x[i / 32] >> (i % 32) & 1u) allowed.push_back(static_cast<int32_t>(i));
+      REQUIRE(!allowed.empty());
+      int32_t id = allowed[rng() % allowed.size()];
+      REQUIRE(ma.AcceptToken(id));
+      REQUIRE(mb.AcceptToken(id));
+    }
+  }
+  warm.join();
+  CHECK(a->masks_ready() == b->masks_ready());
 }
 
 TEST_CASE("cache: the same source compiles once") {
