@@ -174,9 +174,11 @@ class CompiledGrammar {
 
 class GrammarCompiler {
  public:
-  // cache_entries: compiled grammars kept, keyed by a hash of (kind, text, options); 0 disables.
+  // cache_entries: compiled grammars kept, keyed by (kind, text, options); 0 disables.
+  // cache_bytes: their memory bound (masks included, which grow as they are used), checked on
+  // every compile call; the least recently used go first.
   explicit GrammarCompiler(std::shared_ptr<const TokenizerVocab> vocab, CompileLimits limits = {},
-                           size_t cache_entries = 256);
+                           size_t cache_entries = 256, size_t cache_bytes = size_t{1} << 30);
   ~GrammarCompiler();
 
   std::shared_ptr<const CompiledGrammar> CompileJsonSchema(std::string_view schema_json,
@@ -228,7 +230,7 @@ class GrammarMatcher {
   bool IsTerminated() const;  // a stop token was accepted
   bool IsDeadEnd() const;     // no token at all is allowed (nor can it terminate)
   // Undoes the last n accepted tokens (n <= accepted since construction or Reset, and <=
-  // max_rollback); kInvalidArgument otherwise.
+  // max_rollback; an AcceptBytes call counts as one); kInvalidArgument otherwise.
   void Rollback(int tokens);
   void Reset();
   const CompiledGrammar& grammar() const { return *grammar_; }

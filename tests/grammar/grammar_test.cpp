@@ -425,6 +425,10 @@ TEST_CASE("cache: the same source compiles once") {
   CHECK(c.CompileRegex("abc") != a);  // evicted: compiled again
   m3::grammar::JsonSchemaOptions loose;
   loose.any_whitespace = true;
+  GrammarCompiler small(TestVocab(), {}, 100, 1);  // one byte: only the newest stays
+  small.CompileRegex("a");
+  small.CompileRegex("b");
+  CHECK(small.cache_size() == 1);
   CHECK(c.CompileJsonSchema("{\"type\":\"integer\"}") !=
         c.CompileJsonSchema("{\"type\":\"integer\"}", loose));
 }
