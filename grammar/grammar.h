@@ -228,7 +228,9 @@ class GrammarMatcher {
   std::string ForcedBytes(size_t max_bytes = 256) const;
   bool CanTerminate() const;  // the text so far is a complete match
   bool IsTerminated() const;  // a stop token was accepted
-  bool IsDeadEnd() const;     // no token at all is allowed (nor can it terminate)
+  // No token at all is allowed (nor can it terminate), or an ambiguous grammar needed more
+  // than 4096 parallel parses for some text (that text was refused): end the choice.
+  bool IsDeadEnd() const;
   // Undoes the last n accepted tokens (n <= accepted since construction or Reset, and <=
   // max_rollback; an AcceptBytes call counts as one); kInvalidArgument otherwise.
   void Rollback(int tokens);

@@ -309,6 +309,25 @@ TEST_CASE("limits: size, depth, repetition and time are refused cleanly") {
         ErrorCode::kTooLarge);
 }
 
+TEST_CASE("an ambiguous grammar whose parses multiply is refused, not slow") {
+  // Every "(" doubles the parses: two rules match the same text.
+  auto g = Compiler().CompileEbnf(R"G(
+    root ::= s
+    s ::= t | u | "x"
+    t ::= "(" s ")"
+    u ::= "(" s ")"
+  )G");
+  GrammarMatcher m(g);
+  CHECK(m.AcceptBytes("((((("));
+  bool refused = false;
+  for (int i = 0; i < 20 && !refused; ++i) refused = !m.AcceptBytes("(");
+  CHECK(refused);
+  CHECK(m.IsDeadEnd());
+  GrammarMatcher shallow(g);
+  CHECK(shallow.AcceptBytes("((x))"));
+  CHECK(shallow.CanTerminate());
+}
+
 TEST_CASE("choice") {
   auto g = Compiler().CompileChoice({"positive", "negative", "neutral", "neg"});
   for (std::string s : {"positive", "negative", "neutral", "neg"}) CHECK(Accepts(g, s));
