@@ -31,9 +31,9 @@ struct VocabTrie;  // grammar/vocab_trie.h
 // friends) are allowed by the mask exactly when the grammar can end.
 class TokenizerVocab {
  public:
-  // tokens[i]: the bytes of token i (empty: never matchable). special: ids that are never
-  // matchable by their bytes (unless also in matchable_special). stop_ids: the ids that end a
-  // generation.
+  // tokens[i]: the bytes of token i (empty: never matchable). special_ids: ids never matched by
+  // their bytes. stop_ids: the ids that end a generation (never matched by their bytes either;
+  // allowed exactly when the grammar can end).
   TokenizerVocab(std::vector<std::string> tokens, std::vector<int32_t> stop_ids,
                  std::vector<int32_t> special_ids = {});
 
