@@ -5,6 +5,7 @@
 
 #include <bitset>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,6 +62,8 @@ class GrammarIr {
   const CompileLimits& limits() const { return limits_; }
   size_t expr_count() const { return exprs_.size(); }
   RuleId root = -1;
+  // Rules shared by every use of one construction (TextNotContaining's, per terminator).
+  std::map<std::string, RuleId> shared_rules;
 
   // GBNF text of the rules (for logs).
   std::string ToText() const;

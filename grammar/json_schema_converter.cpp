@@ -109,6 +109,9 @@ ExprId IntegerRange(GrammarIr& ir, bool has_lo, long long lo, bool has_hi, long 
 }
 
 ExprId TextNotContaining(GrammarIr& ir, std::string_view s) {
+  std::string memo_key = "text_not_containing:" + std::string(s);
+  auto memo = ir.shared_rules.find(memo_key);
+  if (memo != ir.shared_rules.end()) return ir.Ref(memo->second);
   // KMP over bytes of s (ASCII markers in practice); other code points reset to state 0.
   size_t n = s.size();
   std::vector<size_t> fail(n + 1, 0);
@@ -138,6 +141,7 @@ ExprId TextNotContaining(GrammarIr& ir, std::string_view s) {
     alts.push_back(ir.Seq({ir.Codepoints(in_s, true), ir.Ref(rules[0])}));
     ir.SetBody(rules[q], ir.Choice(std::move(alts)));
   }
+  ir.shared_rules.emplace(memo_key, rules[0]);
   return ir.Ref(rules[0]);
 }
 
