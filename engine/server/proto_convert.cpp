@@ -105,6 +105,10 @@ EngineRequest FromProto(const v1::GenerateRequest& in, EngineCore& core) {
               " ids; at most the vocabulary size (" + std::to_string(info.vocab_size) + ")");
   q.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   q.ignore_eos = s.ignore_eos();
+  Require(s.logit_bias_size() <= info.vocab_size, ErrorCode::kInvalidArgument,
+          "sampling.logit_bias has " + std::to_string(s.logit_bias_size()) +
+              " entries; at most the vocabulary size (" + std::to_string(info.vocab_size) + ")");
+  q.logit_bias.assign(s.logit_bias().begin(), s.logit_bias().end());
   Require(s.logprobs() >= 0, ErrorCode::kInvalidArgument, "sampling.logprobs must be >= 0");
   q.logprobs = s.logprobs() > 0 ? s.logprobs() : (s.return_logprobs() ? 0 : -1);
   r.sampling = ResolveSamplingParams(q, core.config().generation, info.eos_token_ids,

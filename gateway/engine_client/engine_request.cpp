@@ -67,6 +67,7 @@ v1::GenerateRequest BuildGenerateRequest(std::string request_id,
   p->set_logprobs(s.top_logprobs);
   p->set_return_logprobs(s.logprobs);
   p->set_min_tokens(static_cast<int32_t>(s.min_tokens));
+  for (const auto& [id, bias] : s.logit_bias) (*p->mutable_logit_bias())[id] = bias;
   return r;
 }
 

@@ -33,9 +33,6 @@ void RejectUnsupported(const FieldReader& body) {
   auto unsupported = [](const std::string& param, const std::string& why) {
     InvalidField(param, "'" + param + "' is not supported: " + why, "unsupported_parameter");
   };
-  if (const Json* bias = body.Object("logit_bias"); bias && !bias->empty()) {
-    unsupported("logit_bias", "the engine does not bias logits");
-  }
   if (const Json* format = body.Object("response_format")) {
     FieldReader r(*format, "response_format");
     const std::string type = r.RequiredString("type");

@@ -1,7 +1,7 @@
 // SamplingRequest: the generation controls of an OpenAI request (max_tokens, temperature,
 // top_p, top_k, min_p, seed, stop, penalties, logprobs, n, plus the vLLM extensions clients
 // use: stop_token_ids, ignore_eos, min_tokens, skip_special_tokens,
-// include_stop_str_in_output), validated and with unset values taken from the model's
+// include_stop_str_in_output; logit_bias), validated and with unset values taken from the model's
 // generation_config.json, then neutral values.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gateway/openai/field_reader.h"
@@ -36,6 +37,8 @@ struct SamplingRequest {
   int top_logprobs = 0;   // and this many alternatives per token
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
+  // logit_bias: (token id, bias clamped to [-100, 100]) in ascending id, one entry per id.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 // Reads the sampling fields of a request body. Chat takes logprobs (bool) + top_logprobs;

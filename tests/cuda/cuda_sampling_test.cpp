@@ -1,7 +1,8 @@
 // The device sampler (kernels/cuda/sampling through the CUDA backend's SampleRows) against the
 // host BatchSampler (the CPU backend's SampleRows) on the same random float32 logits, at the
 // real vocabulary (200064) and the demo model's (439): every mode (greedy, temperature, top-k,
-// top-p, min-p, all three, penalties, min_tokens masks, an all-masked row) must pick the same
+// top-p, min-p, all three, penalties, min_tokens masks, logit_bias with an allowed-token bitmask,
+// an all-masked row) must pick the same
 // token, except where the draw lands within rounding of a CDF boundary or the top-p cut is
 // within rounding of its target (counted by a sort-based reference and printed); logprobs and
 // the top-n within 1e-4. The device uniform must equal CounterUniform bit for bit. Through the
@@ -46,12 +47,18 @@ constexpr double kNear = 1e-6;  // "within rounding" of a boundary, as a share o
 struct Row {
   SamplingParams p;
   std::vector<int32_t> prompt, output;
+  std::vector<uint32_t> allowed;  // a grammar-style bitmask; empty: all tokens
 };
+
+bool Allowed(const Row& r, int64_t t) {
+  return r.allowed.empty() || ((r.allowed[static_cast<size_t>(t >> 5)] >> (t & 31)) & 1u);
+}
 
 // The processed logits, as the host sampler makes them (penalties, then min_tokens masks).
 std::vector<float> Processed(const float* logits, int64_t V, const Row& r) {
   std::vector<float> z(logits, logits + V);
   const SamplingParams& p = r.p;
+  for (const auto& [t, b] : p.logit_bias) z[t] += b;
   const bool rep = p.repetition_penalty != 1.0;
   const bool pen = p.presence_penalty != 0.0 || p.frequency_penalty != 0.0;
   if (rep || pen) {
@@ -75,6 +82,8 @@ std::vector<float> Processed(const float* logits, int64_t V, const Row& r) {
     if (!p.ignore_eos)
       for (int32_t t : p.eos_token_ids) z[t] = -std::numeric_limits<float>::infinity();
   }
+  for (int64_t t = 0; t < V; ++t)
+    if (!Allowed(r, t)) z[t] = -std::numeric_limits<float>::infinity();
   return z;
 }
 
@@ -125,6 +134,7 @@ struct Mode {
   std::string name;
   SamplingParams p;
   bool history = false;
+  bool bias_and_mask = false;  // random logit_bias entries and a random allowed-token bitmask
 };
 
 std::vector<Mode> Modes() {
@@ -167,6 +177,14 @@ std::vector<Mode> Modes() {
       true);
   add("top-5 logprobs", [](SamplingParams& p) { p.logprobs = 5, p.temperature = 1.1; });
   add("top-20 logprobs greedy", [](SamplingParams& p) { p.logprobs = 20, p.temperature = 0; });
+  add("logit_bias + bitmask greedy", [](SamplingParams& p) { p.temperature = 0; });
+  m.back().bias_and_mask = true;
+  add("logit_bias + bitmask top-p 0.9", [](SamplingParams& p) { p.top_p = 0.9; });
+  m.back().bias_and_mask = true;
+  add(
+      "logit_bias + bitmask + penalties top-k 20",
+      [](SamplingParams& p) { p.top_k = 20, p.repetition_penalty = 1.2, p.logprobs = 3; }, true);
+  m.back().bias_and_mask = true;
   return m;
 }
 
@@ -198,9 +216,29 @@ void CompareAtVocab(int64_t V, int rows_per_mode) {
       } else {
         row.output.assign(static_cast<size_t>(rng() % 7), 1);  // the draw counter
       }
+      if (mode.bias_and_mask) {
+        // Ban the raw top few (-100), lift a few others, allow about a third of the vocabulary.
+        std::vector<int32_t> order(static_cast<size_t>(V));
+        std::iota(order.begin(), order.end(), 0);
+        const float* L = &logits[r * V];
+        std::partial_sort(order.begin(), order.begin() + 3, order.end(),
+                          [&](int32_t a, int32_t b) { return L[a] > L[b]; });
+        std::vector<std::pair<int32_t, float>> bias;
+        for (int j = 0; j < 3; ++j) bias.emplace_back(order[static_cast<size_t>(j)], -100.0f);
+        for (int j = 0; j < 8; ++j) {
+          const auto t = static_cast<int32_t>(rng() % static_cast<uint64_t>(V));
+          if (std::none_of(bias.begin(), bias.end(), [&](auto& e) { return e.first == t; }))
+            bias.emplace_back(t, static_cast<float>(static_cast<int>(rng() % 21) - 5));
+        }
+        std::sort(bias.begin(), bias.end());
+        row.p.logit_bias = bias;
+        row.allowed.assign(static_cast<size_t>((V + 31) / 32), 0u);
+        for (int64_t t = 0; t < V; ++t)
+          if (rng() % 3 == 0) row.allowed[static_cast<size_t>(t >> 5)] |= 1u << (t & 31);
+      }
     }
     std::vector<SampleRow> sr;
-    for (const Row& r : rows) sr.push_back({&r.p, r.prompt, r.output});
+    for (const Row& r : rows) sr.push_back({&r.p, r.prompt, r.output, r.allowed});
     DeviceTensor lc = cpu->Alloc(DType::kF32, {n, V}), lg = gpu->Alloc(DType::kF32, {n, V});
     cpu->Upload(logits.data(), lc);
     gpu->Upload(logits.data(), lg);
@@ -213,6 +251,9 @@ void CompareAtVocab(int64_t V, int rows_per_mode) {
       const SampledToken& a = want[static_cast<size_t>(r)];
       const SampledToken& b = got[static_cast<size_t>(r)];
       ++draws;
+      CHECK(Allowed(rows[static_cast<size_t>(r)], b.token));
+      for (const auto& [t, bias] : rows[static_cast<size_t>(r)].p.logit_bias)
+        if (bias <= -100.0f) CHECK(b.token != t);
       if (a.token != b.token) {
         ++mismatches, ++mode_mis;
         const bool excused = !mode.p.greedy() &&
@@ -298,6 +339,13 @@ TEST_CASE("device sampling: every token masked falls back to the raw argmax; emp
   CHECK(got[0].top[0].first == 1);  // ties: the lower id first
   CHECK(got[0].top[1].first == 3);
   CHECK(std::abs(got[0].logprob - want[0].logprob) <= 1e-6);
+  // A grammar allowing only ids 0 and 2 while min_tokens masks both: the raw argmax among them.
+  r.allowed = {0b0101u};
+  sr = {{&r.p, r.prompt, r.output, r.allowed}};
+  cpu->SampleRows(lc, sr, want);
+  gpu->SampleRows(lg, sr, got);
+  CHECK(want[0].token == 2);
+  CHECK(got[0].token == 2);
   DeviceTensor none = gpu->Alloc(DType::kF32, {0, V});
   gpu->SampleRows(none, {}, got);
   CHECK(got.empty());

@@ -18,6 +18,7 @@ ServedModel Model() {
   m.generation.top_p = 0.95;
   m.generation.top_k = 40;
   m.max_model_len = 4096;
+  m.vocab_size = 1000;
   return m;
 }
 
@@ -276,11 +277,26 @@ TEST_CASE("sampling errors name the field") {
   Fails(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2,"min_tokens":3})", 400,
         "min_tokens", "invalid_value");
   Fails(With("chat_template_kwargs", "[]"), 400, "chat_template_kwargs", "invalid_type");
-  Fails(With("logit_bias", R"({"5":10})"), 400, "logit_bias", "unsupported_parameter");
+  Fails(With("logit_bias", R"({"1000":10})"), 400, "logit_bias.1000", "invalid_value");
+  Fails(With("logit_bias", R"({"-3":10})"), 400, "logit_bias.-3", "invalid_value");
+  Fails(With("logit_bias", R"({"x":10})"), 400, "logit_bias.x", "invalid_value");
+  Fails(With("logit_bias", R"({"5":"a"})"), 400, "logit_bias.5", "invalid_type");
+  Fails(With("logit_bias", R"({"5":1,"05":2})"), 400, "logit_bias", "invalid_value");
+  Fails(With("logit_bias", "[5]"), 400, "logit_bias", "invalid_type");
   Fails(With("response_format", R"({"type":"json_object"})"), 400, "response_format.type",
         "unsupported_parameter");
   Fails(With("best_of", "3"), 400, "best_of", "unsupported_value");
   Fails(With("user", "1"), 400, "user", "invalid_type");
+}
+
+TEST_CASE("logit_bias: token ids to biases, clamped to [-100, 100], ascending id") {
+  const ChatRequest r = Parse(With("logit_bias", R"({"7":-250,"3":0.5,"999":101})"));
+  REQUIRE(r.sampling.logit_bias.size() == 3);
+  CHECK(r.sampling.logit_bias[0] == std::pair<int32_t, float>{3, 0.5f});
+  CHECK(r.sampling.logit_bias[1] == std::pair<int32_t, float>{7, -100.0f});
+  CHECK(r.sampling.logit_bias[2] == std::pair<int32_t, float>{999, 100.0f});
+  CHECK(Parse(With("logit_bias", "null")).sampling.logit_bias.empty());
+  CHECK(Parse(With("logit_bias", "{}")).sampling.logit_bias.empty());
 }
 
 TEST_CASE("ResolveMaxTokens fits the completion into the context") {
