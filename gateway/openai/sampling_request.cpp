@@ -112,16 +112,30 @@ std::vector<std::pair<int32_t, float>> ParseLogitBias(const FieldReader& body,
   return out;
 }
 
-void RequireOne(const FieldReader& body, std::string_view name) {
-  if (auto n =
-          body.Int(name, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
-      n && *n != 1) {
-    InvalidField(std::string(name),
-                 "'" + std::string(name) + "' = " + std::to_string(*n) +
-                     " is not supported: this server returns exactly one "
-                     "choice per request (use n = 1)",
+// n: the number of choices, 1..limits.max_choices. best_of (the legacy completions option that
+// draws best_of and returns the n most likely) is taken only equal to n, where it changes
+// nothing: ranking choices by likelihood is not implemented.
+int ParseChoices(const FieldReader& body, const ApiLimits& limits) {
+  int n = 1;
+  if (auto v =
+          body.Int("n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
+    if (*v < 1 || *v > limits.max_choices) {
+      InvalidField("n", "'n' = " + std::to_string(*v) + " must be between 1 and " +
+                            std::to_string(limits.max_choices));
+    }
+    n = static_cast<int>(*v);
+  }
+  if (auto v = body.Int("best_of", std::numeric_limits<int64_t>::min(),
+                        std::numeric_limits<int64_t>::max());
+      v && *v != n) {
+    InvalidField("best_of",
+                 "'best_of' = " + std::to_string(*v) +
+                     " is not supported: this server returns every choice it draws, so "
+                     "best_of must equal n (" +
+                     std::to_string(n) + ")",
                  "unsupported_value");
   }
+  return n;
 }
 
 }  // namespace
@@ -139,8 +153,7 @@ SamplingRequest ParseSampling(const FieldReader& body, Endpoint endpoint, const 
   if (g.repetition_penalty) s.repetition_penalty = *g.repetition_penalty;
   if (g.max_new_tokens) s.max_tokens = *g.max_new_tokens;
 
-  RequireOne(body, "n");
-  RequireOne(body, "best_of");
+  s.n = ParseChoices(body, limits);
 
   // max_completion_tokens supersedes the deprecated max_tokens when both are given.
   if (auto v = body.Int("max_tokens", 1, kMaxInt32)) s.max_tokens = *v;

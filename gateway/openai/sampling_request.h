@@ -39,11 +39,13 @@ struct SamplingRequest {
   bool include_stop_str_in_output = false;
   // logit_bias: (token id, bias clamped to [-100, 100]) in ascending id, one entry per id.
   std::vector<std::pair<int32_t, float>> logit_bias;
+  int n = 1;  // choices; each is its own engine request (seed + i when a seed is given)
 };
 
 // Reads the sampling fields of a request body. Chat takes logprobs (bool) + top_logprobs;
 // completions take logprobs as the number of alternatives (0-5). Throws RequestError (400)
-// naming the field for every wrong type or value, and for n / best_of other than 1.
+// naming the field for every wrong type or value, n outside [1, limits.max_choices] and best_of
+// other than n.
 SamplingRequest ParseSampling(const FieldReader& body, Endpoint endpoint, const ServedModel& model,
                               const ApiLimits& limits);
 

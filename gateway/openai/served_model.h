@@ -28,7 +28,9 @@ struct ApiLimits {
   size_t max_stop_string_bytes = 1024;
   int max_top_logprobs = 20;  // OpenAI's limit
   size_t max_tools = 512;
-  size_t max_logit_bias = 1024;  // entries of logit_bias (OpenAI accepts up to 300)
+  size_t max_logit_bias = 1024;
+  int max_choices = 16;  // n: each choice is an engine request and an admission slot  // entries of
+                         // logit_bias (OpenAI accepts up to 300)
 };
 
 }  // namespace m3::openai

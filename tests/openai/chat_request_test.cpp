@@ -237,7 +237,6 @@ TEST_CASE("message errors") {
 }
 
 TEST_CASE("sampling errors name the field") {
-  Fails(With("n", "2"), 400, "n", "unsupported_value");
   Fails(With("n", "\"1\""), 400, "n", "invalid_type");
   Fails(With("max_tokens", "-1"), 400, "max_tokens", "invalid_value");
   Fails(With("max_tokens", "0"), 400, "max_tokens", "invalid_value");
@@ -286,6 +285,12 @@ TEST_CASE("sampling errors name the field") {
   Fails(With("response_format", R"({"type":"json_object"})"), 400, "response_format.type",
         "unsupported_parameter");
   Fails(With("best_of", "3"), 400, "best_of", "unsupported_value");
+  Fails(With("n", "17"), 400, "n", "invalid_value");
+  Fails(With("n", "0"), 400, "n", "invalid_value");
+  Fails(R"({"messages":[{"role":"user","content":"x"}],"n":2,"best_of":3})", 400, "best_of",
+        "unsupported_value");
+  CHECK(Parse(With("n", "3")).sampling.n == 3);
+  CHECK(Parse(R"({"messages":[{"role":"user","content":"x"}],"n":4,"best_of":4})").sampling.n == 4);
   Fails(With("user", "1"), 400, "user", "invalid_type");
 }
 
