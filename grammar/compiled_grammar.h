@@ -1,0 +1,51 @@
+// CompiledGrammarData: what a compile produces and matchers share read-only: the automaton and,
+// for every scanning state, its token mask split by what the state alone decides: tokens
+// accepted whatever the stack below (a list or a bitset), and tokens whose fate depends on the
+// stack (they leave the current rule): checked at run time. Tokens in neither are rejected.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grammar/automaton.h"
+#include "grammar/grammar.h"
+
+namespace m3::grammar {
+
+struct StateMask {
+  std::vector<int32_t> accepted_ids;     // when small
+  std::vector<uint32_t> accepted_bits;   // otherwise (mask_words() words)
+  std::vector<int32_t> uncertain_nodes;  // trie nodes (preorder) of context-dependent tokens
+};
+
+struct CompiledGrammarData {
+  CompiledGrammarData() = default;
+  CompiledGrammarData(const CompiledGrammarData&) = delete;
+  CompiledGrammarData& operator=(const CompiledGrammarData&) = delete;
+  ~CompiledGrammarData();
+
+  std::shared_ptr<const TokenizerVocab> vocab;
+  Automaton automaton;
+  std::string text;  // GBNF of the lowered grammar
+  double compile_ms = 0;
+
+  // The mask of a scanning state: computed at compile time (CompileLimits::precompute_masks)
+  // or on first use, once, by whichever thread gets there first (the others' copies are
+  // dropped); the grammar stays logically immutable.
+  const StateMask& Mask(StateId s) const;
+  // Computes every scanning state's mask now; throws kDeadlineExceeded past `deadline_ms`.
+  void PrecomputeMasks(int deadline_ms) const;
+  size_t masks_computed() const;
+  size_t mask_bytes() const;
+  void InitMasks();  // after `automaton` is set
+
+ private:
+  mutable std::unique_ptr<std::atomic<const StateMask*>[]> masks_;
+};
+
+// One state's mask by a walk over the vocabulary trie.
+StateMask ComputeStateMask(const CompiledGrammarData& data, StateId state);
+
+}  // namespace m3::grammar
