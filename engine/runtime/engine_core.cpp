@@ -344,6 +344,7 @@ void EngineCore::Step() {
   std::vector<SampleRow> rows(step.sampled.size());
   for (size_t i = 0; i < step.sampled.size(); ++i)
     rows[i] = {&step.sampled[i]->sampling(), step.sampled[i]->prompt(), step.sampled[i]->output()};
+  grammar_rows_.Prepare(step.sampled, rows, info_.vocab_size);
   try {
     runner_->ExecuteAndSample(step.batch, rows, sampled_);
   } catch (const std::exception& e) {
@@ -360,6 +361,12 @@ void EngineCore::Step() {
     Sequence* s = step.sampled[i];
     const SamplingParams& p = s->sampling();
     const int32_t token = sampled_[i].token;
+    if (!GrammarRows::Accept(*s, token)) {
+      Log(LogLevel::kError, "engine: ", s->id(), ": the structured-output grammar allows no token ",
+          "after ", s->num_generated(), " generated (drew ", token, "); finished with length");
+      Finish(s, FinishReason::kLength);
+      continue;
+    }
     s->AppendToken(token);
     ++generated_tokens_;
     RequestOutput out;

@@ -19,6 +19,7 @@
 
 #include "engine/runtime/encoder_cache.h"
 #include "engine/runtime/engine_request.h"
+#include "engine/runtime/grammar_rows.h"
 #include "engine/runtime/kv_cache_manager.h"
 #include "engine/runtime/scheduler.h"
 #include "engine/step/batch_sampler.h"
@@ -94,6 +95,7 @@ class EngineCore {
   std::unique_ptr<EncoderCache> encoder_cache_;
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<SampledToken> sampled_;
+  GrammarRows grammar_rows_;  // structured outputs' masks of the step
   uint64_t next_arrival_ = 0;
 
   mutable std::mutex mu_;

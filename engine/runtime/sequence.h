@@ -64,6 +64,9 @@ class Sequence {
   std::vector<std::shared_ptr<const EncoderOutput>> features;  // per segment, while needed
   bool running = false;
   int64_t num_preemptions = 0;
+  // Structured output: the grammar's state over the generated tokens (grammar_rows.h); null
+  // when the request has no grammar. Generated tokens survive preemption, and so does it.
+  std::unique_ptr<grammar::GrammarMatcher> grammar;
 
   OutputSink sink;
 

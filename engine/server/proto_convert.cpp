@@ -55,7 +55,8 @@ void DecodePixels(const m3::proto::Tensor& t, const std::string& what, int64_t p
 
 }  // namespace
 
-EngineRequest FromProto(const v1::GenerateRequest& in, EngineCore& core) {
+EngineRequest FromProto(const v1::GenerateRequest& in, EngineCore& core,
+                        const StructuredOutputCompiler* structured) {
   static std::atomic<uint64_t> next_id{0};
   const RunnerInfo& info = core.info();
   EngineRequest r;
@@ -113,6 +114,12 @@ EngineRequest FromProto(const v1::GenerateRequest& in, EngineCore& core) {
   q.logprobs = s.logprobs() > 0 ? s.logprobs() : (s.return_logprobs() ? 0 : -1);
   r.sampling = ResolveSamplingParams(q, core.config().generation, info.eos_token_ids,
                                      info.vocab_size, core.FreshSeed());
+  if (in.has_structured()) {
+    Require(structured != nullptr, ErrorCode::kInvalidArgument,
+            "this engine does not take structured outputs");
+    // Compiled here, on the gRPC thread: the engine loop never waits for a compile.
+    r.grammar = structured->Compile(in.structured());
+  }
   return r;
 }
 

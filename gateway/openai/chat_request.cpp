@@ -298,6 +298,7 @@ ChatRequest ParseChatRequest(const Json& body_json, const ServedModel& model,
   if (auto v = body.Bool("add_generation_prompt")) req.add_generation_prompt = *v;
   RejectUnsupported(body);
   req.sampling = ParseSampling(body, Endpoint::kChatCompletions, model, limits);
+  req.sampling.structured = ParseStructuredOutput(body);
   req.stream = ParseStreamOptions(body);
   (void)body.String("user");
   return req;

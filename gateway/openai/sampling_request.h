@@ -14,6 +14,7 @@
 
 #include "gateway/openai/field_reader.h"
 #include "gateway/openai/served_model.h"
+#include "gateway/openai/structured_output_request.h"
 
 namespace m3::openai {
 
@@ -40,6 +41,9 @@ struct SamplingRequest {
   // logit_bias: (token id, bias clamped to [-100, 100]) in ascending id, one entry per id.
   std::vector<std::pair<int32_t, float>> logit_bias;
   int n = 1;  // choices; each is its own engine request (seed + i when a seed is given)
+  // The output's constraint (response_format, structured_outputs, guided_*, or a forced tool
+  // call); none: unconstrained.
+  std::optional<StructuredConstraint> structured;
 };
 
 // Reads the sampling fields of a request body. Chat takes logprobs (bool) + top_logprobs;

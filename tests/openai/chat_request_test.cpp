@@ -282,8 +282,18 @@ TEST_CASE("sampling errors name the field") {
   Fails(With("logit_bias", R"({"5":"a"})"), 400, "logit_bias.5", "invalid_type");
   Fails(With("logit_bias", R"({"5":1,"05":2})"), 400, "logit_bias", "invalid_value");
   Fails(With("logit_bias", "[5]"), 400, "logit_bias", "invalid_type");
-  Fails(With("response_format", R"({"type":"json_object"})"), 400, "response_format.type",
-        "unsupported_parameter");
+  Fails(With("response_format", R"({"type":"xml"})"), 400, "response_format.type",
+        "invalid_value");
+  Fails(With("response_format", R"({"type":"json_schema"})"), 400, "response_format.json_schema",
+        "missing_required_parameter");
+  Fails(With("response_format", R"({"type":"json_schema","json_schema":{"name":"a","schema":3}})"),
+        400, "response_format.json_schema.schema", "invalid_type");
+  Fails(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"},
+    "guided_regex":"a+"})",
+        400, "guided_regex", "invalid_value");
+  Fails(With("guided_choice", "[]"), 400, "guided_choice", "invalid_value");
+  Fails(With("structured_outputs", R"({"regex":""})"), 400, "structured_outputs.regex",
+        "invalid_value");
   Fails(With("best_of", "3"), 400, "best_of", "unsupported_value");
   Fails(With("n", "17"), 400, "n", "invalid_value");
   Fails(With("n", "0"), 400, "n", "invalid_value");
@@ -292,6 +302,37 @@ TEST_CASE("sampling errors name the field") {
   CHECK(Parse(With("n", "3")).sampling.n == 3);
   CHECK(Parse(R"({"messages":[{"role":"user","content":"x"}],"n":4,"best_of":4})").sampling.n == 4);
   Fails(With("user", "1"), 400, "user", "invalid_type");
+}
+
+TEST_CASE("structured outputs: response_format, structured_outputs and guided_* fields") {
+  using Kind = StructuredConstraint::Kind;
+  CHECK(!Parse(With("response_format", R"({"type":"text"})")).sampling.structured);
+  auto c = Parse(With("response_format", R"({"type":"json_object"})")).sampling.structured;
+  REQUIRE(c);
+  CHECK(c->kind == Kind::kJsonObject);
+  c = Parse(With("response_format", R"({"type":"json_schema","json_schema":{"name":"w",
+    "schema":{"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}}},
+    "strict":true}})"))
+          .sampling.structured;
+  REQUIRE(c);
+  CHECK(c->kind == Kind::kJsonSchema);
+  CHECK(c->strict);
+  // Key order is kept: the grammar writes properties in the schema's order.
+  CHECK(c->text ==
+        R"({"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}}})");
+  c = Parse(With("guided_json", R"("{\"type\":\"integer\"}")")).sampling.structured;
+  REQUIRE(c);
+  CHECK(c->text == R"({"type":"integer"})");
+  c = Parse(With("structured_outputs", R"({"choice":["yes","no"]})")).sampling.structured;
+  REQUIRE(c);
+  CHECK(c->kind == Kind::kChoice);
+  CHECK(c->choices == std::vector<std::string>{"yes", "no"});
+  c = Parse(With("guided_regex", R"("[a-z]+")")).sampling.structured;
+  REQUIRE(c);
+  CHECK(c->kind == Kind::kRegex);
+  c = Parse(With("guided_grammar", R"("root ::= \"a\"")")).sampling.structured;
+  REQUIRE(c);
+  CHECK(c->kind == Kind::kGrammar);
 }
 
 TEST_CASE("logit_bias: token ids to biases, clamped to [-100, 100], ascending id") {
