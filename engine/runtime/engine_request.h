@@ -41,6 +41,7 @@ struct EngineRequest {
   // Structured output: every generated token must keep the output inside this grammar (the
   // sampler draws from its next-token mask; eos only where it can end). Null: unconstrained.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  int32_t grammar_start_after = -1;  // >= 0: the grammar applies after this token is generated
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };

@@ -17,11 +17,18 @@ void GrammarRows::Prepare(std::span<Sequence* const> sampled, std::span<SampleRo
   masks_.assign(constrained.size() * words, 0u);
   auto fill = [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
-      grammar::GrammarMatcher& m = *sampled[static_cast<size_t>(constrained[k])]->grammar;
+      const Sequence& seq = *sampled[static_cast<size_t>(constrained[k])];
+      grammar::GrammarMatcher& m = *seq.grammar;
       // A grammar over a smaller vocabulary than the logits leaves the tail disallowed.
       const size_t own = m.grammar().vocab().mask_words();
       uint32_t* row = masks_.data() + static_cast<size_t>(k) * words;
-      if (own <= words) {
+      if (!seq.grammar_active) {
+        // Before the answer (the reasoning): anything but a stop token, so the constrained
+        // answer must come.
+        std::fill(row, row + words, ~0u);
+        for (int32_t t : m.grammar().vocab().stop_ids())
+          if (t >= 0 && static_cast<size_t>(t) < words * 32) row[t >> 5] &= ~(1u << (t & 31));
+      } else if (own <= words) {
         m.FillNextTokenBitmask(row);
       } else {
         std::vector<uint32_t> wide(own);
@@ -43,6 +50,10 @@ void GrammarRows::Prepare(std::span<Sequence* const> sampled, std::span<SampleRo
 
 bool GrammarRows::Accept(Sequence& seq, int32_t token) {
   if (!seq.grammar) return true;
+  if (!seq.grammar_active) {
+    seq.grammar_active = token == seq.request().grammar_start_after;
+    return true;
+  }
   return seq.grammar->AcceptToken(token);
 }
 

@@ -3,6 +3,9 @@
 // host and CUDA, apply it with the row's other masks), and each sampled token fed back to the
 // matcher. A row whose grammar allows nothing (a dead end) or rejects the drawn token ends its
 // sequence cleanly (finish "length", an error logged); it never crashes or hangs the engine.
+// A request may start its grammar after a given token (a reasoning model's end-of-thinking
+// tag, as vLLM's reasoning parsers do): until then its rows may draw anything but a stop token
+// (the constrained answer, e.g. a forced tool call, must come).
 // Masks are filled before the step is launched, on the engine thread, for the rows of that step
 // only (a row's mask depends on the token the previous step drew); rows are filled in parallel
 // when there are many (kernels/cpu/parallel_for), so a step of 64 constrained rows costs about

@@ -65,8 +65,7 @@ int RunServer(EngineCore& core, const ServerOptions& options) {
   if (!options.model_dir.empty())
     structured =
         StructuredOutputCompiler::Load(options.model_dir, core.info().vocab_size, stop_ids);
-  EngineService service(core,
-                        {options.model_name, max_message_bytes, options.api_key, structured});
+  EngineService service(core, {options.model_name, max_message_bytes, options.api_key, structured});
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);

@@ -16,7 +16,7 @@ namespace m3::engine::server {
 struct ServiceInfo {
   std::string model_name;
   int64_t max_message_bytes = 0;
-  std::string api_key;  // empty: no authentication
+  std::string api_key;                                         // empty: no authentication
   std::shared_ptr<const StructuredOutputCompiler> structured;  // null: refused
 };
 

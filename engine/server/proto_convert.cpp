@@ -119,6 +119,12 @@ EngineRequest FromProto(const v1::GenerateRequest& in, EngineCore& core,
             "this engine does not take structured outputs");
     // Compiled here, on the gRPC thread: the engine loop never waits for a compile.
     r.grammar = structured->Compile(in.structured());
+    if (in.structured().has_start_after_token()) {
+      const int32_t t = in.structured().start_after_token();
+      Require(t >= 0 && t < info.vocab_size, ErrorCode::kInvalidArgument,
+              "structured.start_after_token " + std::to_string(t) + " is outside the vocabulary");
+      r.grammar_start_after = t;
+    }
   }
   return r;
 }

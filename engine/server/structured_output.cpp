@@ -28,8 +28,8 @@ std::shared_ptr<StructuredOutputCompiler> StructuredOutputCompiler::Load(
   const std::filesystem::path path = std::filesystem::path(model_dir) / "tokenizer.json";
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    c->unavailable_ = "structured outputs need the model's tokenizer.json, which " +
-                      path.string() + " is not";
+    c->unavailable_ =
+        "structured outputs need the model's tokenizer.json, which " + path.string() + " is not";
     return c;
   }
   std::stringstream text;
@@ -83,7 +83,8 @@ std::shared_ptr<const grammar::CompiledGrammar> StructuredOutputCompiler::Compil
           grammar::StructuralTag tag;
           tag.begin = t.begin();
           tag.schema_json = t.schema_json();
-          tag.format = t.m3_xml() ? grammar::ArgumentFormat::kM3Xml : grammar::ArgumentFormat::kJson;
+          tag.format =
+              t.m3_xml() ? grammar::ArgumentFormat::kM3Xml : grammar::ArgumentFormat::kJson;
           tag.xml_tag_prefix = t.xml_tag_prefix();
           tag.end = t.end();
           spec.tags.push_back(std::move(tag));

@@ -72,6 +72,7 @@ void SetStructured(const openai::StructuredConstraint& c, v1::StructuredOutput* 
   }
   out->set_any_whitespace(c.any_whitespace);
   out->set_non_strict(!c.strict);
+  if (c.start_after_token) out->set_start_after_token(*c.start_after_token);
 }
 
 }  // namespace

@@ -14,12 +14,13 @@ std::string SchemaText(const Json& v, const std::string& param) {
   if (v.is_string()) {
     const Json parsed = Json::parse(v.get<std::string>(), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded() || !(parsed.is_object() || parsed.is_boolean())) {
-      InvalidField(param, "'" + param + "' must be a JSON schema (an object), got text that is not");
+      InvalidField(param,
+                   "'" + param + "' must be a JSON schema (an object), got text that is not");
     }
     return parsed.dump();
   }
-  InvalidField(param, "'" + param + "' must be a JSON schema object, got " +
-                          std::string(JsonTypeName(v)),
+  InvalidField(param,
+               "'" + param + "' must be a JSON schema object, got " + std::string(JsonTypeName(v)),
                "invalid_type");
 }
 
@@ -102,7 +103,8 @@ void ParseResponseFormat(const FieldReader& body, Collector& out) {
   }
   InvalidField("response_format.type",
                "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", got "
-               "\"" + type + "\"");
+               "\"" +
+                   type + "\"");
 }
 
 void ParseVllm(const FieldReader& body, Collector& out) {

@@ -36,6 +36,9 @@ struct StructuredConstraint {
   int min_count = 1, max_count = 1;  // max -1: unbounded
   std::vector<StructuralTagSpec> tags;
   std::string param;  // the request field it came from (error messages)
+  // Set by the chat path when the output starts in reasoning: the constraint applies after
+  // this token (the end-of-thinking tag).
+  std::optional<int32_t> start_after_token;
 };
 
 // Throws RequestError 400 naming the field for wrong shapes and for two constraints at once.

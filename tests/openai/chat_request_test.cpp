@@ -282,8 +282,7 @@ TEST_CASE("sampling errors name the field") {
   Fails(With("logit_bias", R"({"5":"a"})"), 400, "logit_bias.5", "invalid_type");
   Fails(With("logit_bias", R"({"5":1,"05":2})"), 400, "logit_bias", "invalid_value");
   Fails(With("logit_bias", "[5]"), 400, "logit_bias", "invalid_type");
-  Fails(With("response_format", R"({"type":"xml"})"), 400, "response_format.type",
-        "invalid_value");
+  Fails(With("response_format", R"({"type":"xml"})"), 400, "response_format.type", "invalid_value");
   Fails(With("response_format", R"({"type":"json_schema"})"), 400, "response_format.json_schema",
         "missing_required_parameter");
   Fails(With("response_format", R"({"type":"json_schema","json_schema":{"name":"a","schema":3}})"),
