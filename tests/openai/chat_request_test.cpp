@@ -162,9 +162,22 @@ TEST_CASE("tools and tool_choice") {
   Fails(R"({"messages":[{"role":"user","content":"x"}],"tools":)" + tools +
             R"(,"tool_choice":{"type":"function","function":{"name":"nope"}}})",
         422, "tool_choice.function.name", "unknown_tool");
+  {
+    const ChatRequest r = Parse(R"({"messages":[{"role":"user","content":"x"}],"tools":)" + tools +
+                                R"(,"tool_choice":"required","parallel_tool_calls":false})");
+    CHECK(r.tool_choice == ToolChoice::kRequired);
+    CHECK(r.forced_tool.empty());
+    CHECK(!r.parallel_tool_calls);
+    const ChatRequest named =
+        Parse(R"({"messages":[{"role":"user","content":"x"}],"tools":)" + tools +
+              R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}}})");
+    CHECK(named.tool_choice == ToolChoice::kRequired);
+    CHECK(named.forced_tool == "get_weather");
+  }
+  Fails(With("tool_choice", "\"required\""), 400, "tool_choice", "invalid_value");  // no tools
   Fails(R"({"messages":[{"role":"user","content":"x"}],"tools":)" + tools +
-            R"(,"tool_choice":"required"})",
-        400, "tool_choice", "unsupported_value");
+            R"(,"tool_choice":"required","response_format":{"type":"json_object"}})",
+        400, "response_format", "invalid_value");
   Fails(With("tool_choice", "\"sometimes\""), 400, "tool_choice", "invalid_value");
   Fails(With("tools", "{}"), 400, "tools", "invalid_type");
   Fails(With("tools", R"([{"type":"retrieval"}])"), 400, "tools[0].type", "invalid_value");
