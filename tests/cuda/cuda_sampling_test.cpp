@@ -7,7 +7,8 @@
 // within rounding of its target (counted by a sort-based reference and printed); logprobs and
 // the top-n within 1e-4. The device uniform must equal CounterUniform bit for bit. Through the
 // serving runtime, the CUDA runner sampling on the device gives the seeded tokens that sampling
-// its downloaded logits on the host gives.
+// its downloaded logits on the host gives, also for grammar-constrained requests (every token
+// allowed by its grammar).
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
@@ -29,6 +30,7 @@
 #include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "engine/step/counter_rng.h"
+#include "grammar/grammar.h"
 #include "kernels/cuda/sampling.cuh"
 #include "tests/cuda/demo_prompts.h"
 #include "tests/test_util.h"
@@ -471,6 +473,66 @@ TEST_CASE("serving on the CUDA runner: device sampling gives the host-sampled se
       "sampling of the same logits; worst logprob difference %.2e\n",
       reqs.size(), static_cast<long long>(tokens), worst);
   CHECK(worst <= 1e-4);
+}
+
+TEST_CASE("structured output on the CUDA runner: device masks give the host-masked tokens") {
+  engine::RunnerOptions ro;
+  ro.device = "cuda";
+  engine::EngineConfig cfg;
+  cfg.kv_pages = 256;
+  cfg.page_size = 16;
+  engine::EngineCore device(engine::LoadModelRunner(DataPath("demo-model/model"), ro), cfg);
+  engine::EngineCore host(
+      std::make_unique<HostSampled>(engine::LoadModelRunner(DataPath("demo-model/model"), ro)),
+      cfg);
+  grammar::TokenizerVocab::HfOptions vo;
+  for (int64_t e : device.info().eos_token_ids) vo.stop_ids.push_back(static_cast<int32_t>(e));
+  vo.vocab_size = static_cast<size_t>(device.info().vocab_size);
+  grammar::GrammarCompiler compiler(grammar::TokenizerVocab::FromHuggingFaceJson(
+      ReadFile(DataPath("demo-model/model/tokenizer.json")), vo));
+  std::vector<std::shared_ptr<const grammar::CompiledGrammar>> grammars = {
+      compiler.CompileJsonSchema(R"({"type":"object","properties":{
+        "colour":{"enum":["red","green","blue"]},"sides":{"type":"integer","minimum":0,
+        "maximum":12},"name":{"type":"string","maxLength":12}},
+        "required":["colour","sides","name"],"additionalProperties":false})"),
+      compiler.CompileRegex("The shape is (red|green|blue)\\."),
+      compiler.CompileJsonObject()};
+  std::vector<engine::EngineRequest> reqs;
+  uint64_t seed = 5;
+  for (const DemoPrompt& p : DemoPrompts()) {
+    if (p.inputs.images || p.inputs.videos) continue;
+    for (size_t g = 0; g < grammars.size(); ++g) {
+      engine::EngineRequest r;
+      r.id = p.name + "/grammar" + std::to_string(g);
+      r.prompt.assign(p.inputs.input_ids.begin(), p.inputs.input_ids.end());
+      r.grammar = grammars[g];
+      SamplingParams& s = r.sampling;
+      s.seed = seed++;
+      s.max_tokens = 96;
+      s.temperature = 0.9;
+      s.top_p = 0.95;
+      s.logit_bias = {{static_cast<int32_t>(seed % 100), -100.0f}};
+      for (int64_t e : device.info().eos_token_ids)
+        s.eos_token_ids.push_back(static_cast<int32_t>(e));
+      reqs.push_back(std::move(r));
+    }
+  }
+  REQUIRE(!reqs.empty());
+  const std::vector<Completion> got = Complete(device, reqs), want = Complete(host, reqs);
+  int64_t tokens = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO(reqs[i].id);
+    CHECK(got[i].tokens == want[i].tokens);
+    grammar::GrammarMatcher m(reqs[i].grammar);
+    for (int32_t t : got[i].tokens) {
+      CHECK(m.AcceptToken(t));
+      CHECK(t != reqs[i].sampling.logit_bias[0].first);
+    }
+    tokens += static_cast<int64_t>(got[i].tokens.size());
+  }
+  std::printf("  cuda structured output through EngineCore: %zu constrained requests, %lld tokens, "
+              "each allowed by its grammar and equal to host sampling\n",
+              reqs.size(), static_cast<long long>(tokens));
 }
 
 }  // namespace
