@@ -80,7 +80,7 @@ class Builder {
     std::vector<std::vector<StateId>> next_rows;
     for (size_t k = 0; k < order.size(); ++k) {
       RuleId r = order[k];
-      auto [nstart, nend] = fragments[k];
+      int32_t nstart = fragments[k].first, nend = fragments[k].second;
       std::unordered_map<std::vector<int32_t>, StateId, SetHash> ids;
       std::vector<std::vector<int32_t>> todo;
       auto intern = [&](std::vector<int32_t> set) -> StateId {

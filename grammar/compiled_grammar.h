@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/automaton.h"
@@ -32,8 +34,8 @@ struct CompiledGrammarData {
   double compile_ms = 0;
 
   // The mask of a scanning state: computed at compile time (CompileLimits::precompute_masks)
-  // or on first use, once, by whichever thread gets there first (the others' copies are
-  // dropped); the grammar stays logically immutable.
+  // or on first use; the grammar stays logically immutable. Lock-free once computed; the first
+  // computation takes a lock only to store the result (and share it with equal masks).
   const StateMask& Mask(StateId s) const;
   // Computes every scanning state's mask now; throws kDeadlineExceeded past `deadline_ms`.
   void PrecomputeMasks(int deadline_ms) const;
@@ -43,6 +45,10 @@ struct CompiledGrammarData {
 
  private:
   mutable std::unique_ptr<std::atomic<const StateMask*>[]> masks_;
+  mutable std::mutex masks_mu_;
+  mutable std::vector<std::unique_ptr<StateMask>> owned_;
+  mutable std::unordered_map<uint64_t, std::vector<const StateMask*>> by_hash_;
+  mutable size_t mask_bytes_ = 0;
 };
 
 // One state's mask by a walk over the vocabulary trie.

@@ -31,9 +31,9 @@ struct VocabTrie;  // grammar/vocab_trie.h
 // friends) are allowed by the mask exactly when the grammar can end.
 class TokenizerVocab {
  public:
-  // tokens[i]: the bytes of token i (empty: never matchable). special: ids that are never
-  // matchable by their bytes (unless also in matchable_special). stop_ids: the ids that end a
-  // generation.
+  // tokens[i]: the bytes of token i (empty: never matchable). special_ids: ids never matched by
+  // their bytes. stop_ids: the ids that end a generation (never matched by their bytes either;
+  // allowed exactly when the grammar can end).
   TokenizerVocab(std::vector<std::string> tokens, std::vector<int32_t> stop_ids,
                  std::vector<int32_t> special_ids = {});
 
@@ -113,7 +113,10 @@ enum class ArgumentFormat {
   kM3Xml,  // the segment's text is the schema's object rendered as M3 parameter tags:
            // <name>value</name> per property (in order, required ones present), strings raw,
            // numbers / booleans / null as JSON text, objects as nested tags, arrays as
-           // repeated <item>...</item>; each tag may be preceded by `tag_prefix`
+           // repeated <item>...</item>; each tag preceded by `xml_tag_prefix`
+  kM2Xml,  // the M2 template's rendering: per property (in order, required ones present)
+           // <parameter name="k">value</parameter> and a newline, string values raw, other
+           // values compact JSON
 };
 
 // One alternative of a structural segment: begin text, a constrained body, end text.
@@ -157,6 +160,13 @@ class CompiledGrammar {
   size_t memory_bytes() const;  // the automaton and mask cache
   // The grammar in GBNF text (after lowering a schema / regex), for logs and debugging.
   std::string DebugText() const;
+  // Computes every state's token mask now (what CompileLimits::precompute_masks does at compile
+  // time), e.g. on a background thread right after a lazy compile so that no decoding step pays
+  // for a state's first mask. Safe while matchers use the grammar. Throws kDeadlineExceeded
+  // past deadline_ms (the masks computed so far stay).
+  void WarmMasks(int deadline_ms = 60000) const;
+  // States whose mask is computed / all scanning states.
+  size_t masks_ready() const;
 
  private:
   std::shared_ptr<const CompiledGrammarData> data_;
@@ -164,9 +174,11 @@ class CompiledGrammar {
 
 class GrammarCompiler {
  public:
-  // cache_entries: compiled grammars kept, keyed by a hash of (kind, text, options); 0 disables.
+  // cache_entries: compiled grammars kept, keyed by (kind, text, options); 0 disables.
+  // cache_bytes: their memory bound (masks included, which grow as they are used), checked on
+  // every compile call; the least recently used go first.
   explicit GrammarCompiler(std::shared_ptr<const TokenizerVocab> vocab, CompileLimits limits = {},
-                           size_t cache_entries = 256);
+                           size_t cache_entries = 256, size_t cache_bytes = size_t{1} << 30);
   ~GrammarCompiler();
 
   std::shared_ptr<const CompiledGrammar> CompileJsonSchema(std::string_view schema_json,
@@ -216,9 +228,11 @@ class GrammarMatcher {
   std::string ForcedBytes(size_t max_bytes = 256) const;
   bool CanTerminate() const;  // the text so far is a complete match
   bool IsTerminated() const;  // a stop token was accepted
-  bool IsDeadEnd() const;     // no token at all is allowed (nor can it terminate)
+  // No token at all is allowed (nor can it terminate), or an ambiguous grammar needed more
+  // than 4096 parallel parses for some text (that text was refused): end the choice.
+  bool IsDeadEnd() const;
   // Undoes the last n accepted tokens (n <= accepted since construction or Reset, and <=
-  // max_rollback); kInvalidArgument otherwise.
+  // max_rollback; an AcceptBytes call counts as one); kInvalidArgument otherwise.
   void Rollback(int tokens);
   void Reset();
   const CompiledGrammar& grammar() const { return *grammar_; }

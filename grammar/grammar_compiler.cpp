@@ -18,16 +18,18 @@ namespace m3::grammar {
 struct GrammarCompiler::Cache {
   std::mutex mu;
   size_t capacity = 0;
+  size_t max_bytes = 0;
   size_t hits = 0;
   std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> lru;
   std::unordered_map<std::string, decltype(lru)::iterator> index;
 };
 
 GrammarCompiler::GrammarCompiler(std::shared_ptr<const TokenizerVocab> vocab, CompileLimits limits,
-                                 size_t cache_entries)
+                                 size_t cache_entries, size_t cache_bytes)
     : vocab_(std::move(vocab)), limits_(limits), cache_(std::make_unique<Cache>()) {
   Require(vocab_ != nullptr, ErrorCode::kInvalidArgument, "GrammarCompiler: null vocabulary");
   cache_->capacity = cache_entries;
+  cache_->max_bytes = cache_bytes;
 }
 GrammarCompiler::~GrammarCompiler() = default;
 
@@ -118,7 +120,12 @@ static std::shared_ptr<const CompiledGrammar> Cached(CacheT& cache, const std::s
   if (cache.capacity == 0 || cache.index.count(key)) return grammar;
   cache.lru.emplace_front(key, grammar);
   cache.index[key] = cache.lru.begin();
-  while (cache.lru.size() > cache.capacity) {
+  // Masks grow with use, so the memory bound is re-checked on every insertion.
+  size_t bytes = 0;
+  for (const auto& entry : cache.lru) bytes += entry.second->memory_bytes() + entry.first.size();
+  while (cache.lru.size() > 1 && (cache.lru.size() > cache.capacity || bytes > cache.max_bytes)) {
+    bytes -=
+        std::min(bytes, cache.lru.back().second->memory_bytes() + cache.lru.back().first.size());
     cache.index.erase(cache.lru.back().first);
     cache.lru.pop_back();
   }
@@ -227,6 +234,12 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::CompileStructural(
         } else {
           SchemaEncoding enc;
           enc.m3_xml = t.format == ArgumentFormat::kM3Xml;
+          enc.m2_xml = t.format == ArgumentFormat::kM2Xml;
+          Require(!enc.m2_xml || schemas[i].value("type", nlohmann::ordered_json()) == "object" ||
+                      schemas[i].contains("properties"),
+                  ErrorCode::kInvalidArgument,
+                  "structural: tag " + std::to_string(i) +
+                      ": the M2 parameter format needs an object schema");
           enc.xml_tag_prefix = t.xml_tag_prefix;
           try {
             body = ConvertJsonSchema(ir, schemas[i], spec.json_options, enc);

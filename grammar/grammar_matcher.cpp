@@ -26,6 +26,12 @@ size_t CompiledGrammar::memory_bytes() const {
 std::string CompiledGrammar::DebugText() const {
   return data_->text;
 }
+void CompiledGrammar::WarmMasks(int deadline_ms) const {
+  data_->PrecomputeMasks(deadline_ms);
+}
+size_t CompiledGrammar::masks_ready() const {
+  return data_->masks_computed();
+}
 
 namespace {
 struct Snapshot {
@@ -43,6 +49,7 @@ struct GrammarMatcher::State {
   std::vector<std::vector<Head>> levels;
   std::vector<uint8_t> level_end;
   std::vector<StateId> done;
+  bool head_limit_hit = false;  // a step needed more than kMaxHeads parses
 };
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, int max_rollback)
@@ -60,6 +67,7 @@ void GrammarMatcher::Reset() {
   State& st = *state_;
   st.store.Clear();
   st.history.clear();
+  st.head_limit_hit = false;
   Snapshot s;
   s.heads = {Head{a.root_start, -1}};
   s.can_end = CloseHeads(a, st.store, s.heads, st.scratch);
@@ -91,9 +99,11 @@ bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
   if (bytes.empty()) return true;
   Snapshot next;
   bool end = false;
-  if (!Advance(grammar_->data().automaton, st.store, now.heads, bytes, next.heads, end, st.tmp,
-               st.scratch))
-    return false;
+  st.store.overflowed = false;
+  bool ok = Advance(grammar_->data().automaton, st.store, now.heads, bytes, next.heads, end, st.tmp,
+                    st.scratch);
+  if (st.store.overflowed) st.head_limit_hit = true;
+  if (!ok || st.store.overflowed) return false;
   next.can_end = end;
   st.history.push_back(std::move(next));
   while (st.history.size() > static_cast<size_t>(st.max_rollback) + 1) st.history.pop_front();
@@ -175,6 +185,7 @@ void GrammarMatcher::FillNextTokenBitmask(uint32_t* words) {
       }
       size_t d = std::min(lcp, valid);
       bool dead = false;
+      st.store.overflowed = false;
       while (d < bytes.size()) {
         if (st.levels[d].empty()) {
           dead = true;
@@ -189,7 +200,9 @@ void GrammarMatcher::FillNextTokenBitmask(uint32_t* words) {
       valid = d;
       prev = &bytes;
       size_t len = bytes.size();
-      bool accepted = !dead && (!st.levels[len].empty() || st.level_end[len]);
+      bool accepted =
+          !dead && !st.store.overflowed && (!st.levels[len].empty() || st.level_end[len]);
+      if (st.store.overflowed) valid = 0;  // levels past the overflow are not trustworthy
       if (accepted)
         for (int32_t k = trie.token_begin[static_cast<size_t>(node)];
              k < trie.token_begin[static_cast<size_t>(node) + 1]; ++k) {
@@ -236,7 +249,7 @@ bool GrammarMatcher::IsTerminated() const {
 }
 bool GrammarMatcher::IsDeadEnd() const {
   const Snapshot& now = state_->history.back();
-  return !now.terminated && now.heads.empty() && !now.can_end;
+  return !now.terminated && ((now.heads.empty() && !now.can_end) || state_->head_limit_hit);
 }
 
 void GrammarMatcher::Rollback(int tokens) {

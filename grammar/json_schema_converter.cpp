@@ -267,9 +267,8 @@ class Converter {
       RuleId arr = ir_.AddRule("json_array");
       // Scalars inside containers are inlined (only nested containers are calls), so a string's
       // end and the "," / "]" / "}" after it are decided inside the container's own automaton.
-      ExprId value =
-          ir_.Choice({ir_.Ref(obj), ir_.Ref(arr), JsonString(), JsonNumber(), ir_.Literal("true"),
-                      ir_.Literal("false"), ir_.Literal("null")});
+      ExprId value = ir_.Choice({ir_.Ref(obj), ir_.Ref(arr), JsonString(), JsonNumber(),
+                                 ir_.Literal("true"), ir_.Literal("false"), ir_.Literal("null")});
       ExprId member = ir_.Seq({JsonString(), Ws(), ir_.Literal(":"), Ws(), value});
       ir_.SetBody(
           obj,
@@ -388,18 +387,20 @@ class Converter {
   }
 
   ExprId Key(const std::string& name) {
+    if (enc_.m2_xml) return ir_.Literal("<parameter name=\"" + name + "\">");
     if (enc_.m3_xml) return ir_.Literal(enc_.xml_tag_prefix + "<" + name + ">");
     return ir_.Literal(Json(name).dump());
   }
 
   ExprId Member(const std::string& name, ExprId value) {
+    if (enc_.m2_xml) return ir_.Seq({Key(name), value, ir_.Literal("</parameter>\n")});
     if (enc_.m3_xml)
       return ir_.Seq({Key(name), value, ir_.Literal(enc_.xml_tag_prefix + "</" + name + ">")});
     return ir_.Seq({Key(name), Ws(), ir_.Literal(":"), Ws(), value});
   }
 
   ExprId Comma() {
-    if (enc_.m3_xml) return ir_.Empty();
+    if (enc_.m3_xml || enc_.m2_xml) return ir_.Empty();
     return ir_.Seq({Ws(), ir_.Literal(","), Ws()});
   }
 
@@ -420,7 +421,21 @@ class Converter {
       Require(schema["properties"].is_object(), ErrorCode::kInvalidArgument,
               "properties at " + path + " must be an object");
       for (auto& [name, sub] : schema["properties"].items()) {
-        props.push_back({name, Value(sub, path + "/properties/" + name, depth + 1)});
+        if (enc_.m2_xml) {
+          // M2 parameters: a string value raw (up to "</parameter>"), any other value JSON.
+          SchemaEncoding saved = enc_;
+          bool is_string = sub.is_object() && sub.contains("type") && sub["type"] == "string";
+          enc_ = SchemaEncoding{};
+          if (is_string) {
+            enc_.m3_xml = true;
+            enc_.raw_terminator = "</parameter>";
+          }
+          ExprId v = Value(sub, path + "/properties/" + name, depth + 1);
+          enc_ = saved;
+          props.push_back({name, v});
+        } else {
+          props.push_back({name, Value(sub, path + "/properties/" + name, depth + 1)});
+        }
         required.push_back(req.count(name) > 0);
       }
     }
@@ -441,7 +456,7 @@ class Converter {
     bool allow_extra = !ap_false && (!opt_.strict || props.empty());
     if (schema.contains("patternProperties") || schema.contains("unevaluatedProperties"))
       allow_extra = allow_extra && !props.empty() ? false : allow_extra;
-    if (allow_extra && !enc_.m3_xml) {
+    if (allow_extra && !enc_.m3_xml && !enc_.m2_xml) {
       ExprId value =
           ap.is_object() ? Value(ap, path + "/additionalProperties", depth + 1) : AnyValue();
       extra = ir_.Seq({JsonString(), Ws(), ir_.Literal(":"), Ws(), value});
@@ -470,7 +485,7 @@ class Converter {
     if (first_required == n && extra >= 0) firsts.push_back(ir_.Seq({extra, tail[n]}));
     ExprId body = firsts.empty() ? ir_.Empty() : ir_.Choice(std::move(firsts));
     if (first_required == n && !firsts.empty()) body = ir_.Optional(body);
-    if (enc_.m3_xml) return body;
+    if (enc_.m3_xml || enc_.m2_xml) return body;
     return ir_.Seq({ir_.Literal("{"), Ws(), body, Ws(), ir_.Literal("}")});
   }
 
@@ -597,6 +612,7 @@ class Converter {
   }
 
   ExprId RawText() {
+    if (!enc_.raw_terminator.empty()) return TextNotContaining(ir_, enc_.raw_terminator);
     return TextNotContaining(ir_, enc_.xml_tag_prefix.empty() ? "<" : enc_.xml_tag_prefix);
   }
 

@@ -21,6 +21,11 @@ namespace m3::grammar {
 struct SchemaEncoding {
   bool m3_xml = false;
   std::string xml_tag_prefix;  // m3_xml: the text before every parameter tag
+  // M2: the top-level object as <parameter name="k">value</parameter> lines, string values raw,
+  // other values JSON.
+  bool m2_xml = false;
+  // Raw strings may not contain this (empty: xml_tag_prefix, or "<" when that is empty too).
+  std::string raw_terminator;
 };
 
 // The value grammar of `schema` as an expression of `ir` (rules added for $refs and shared

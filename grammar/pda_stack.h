@@ -11,6 +11,9 @@
 
 namespace m3::grammar {
 
+// The most heads (parses in progress) one step may hold; past it the text is refused.
+constexpr size_t kMaxHeads = 4096;
+
 struct Head {
   StateId state;
   int32_t stack;  // -1: empty (the bottom)
@@ -32,7 +35,9 @@ class StackStore {
   void Clear() {
     nodes_.clear();
     ids_.clear();
+    overflowed = false;
   }
+  bool overflowed = false;  // a closure went past kMaxHeads
 
  private:
   struct Node {

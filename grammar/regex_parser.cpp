@@ -16,8 +16,9 @@ class RegexParser {
             "regex longer than " + std::to_string(ir_.limits().max_source_bytes) + " bytes");
     if (Peek('^')) ++pos_;
     ExprId e = Alternation(0);
-    Require(pos_ == re_.size(), ErrorCode::kInvalidArgument,
-            Where() + (re_[pos_] == ')' ? "unbalanced ')'" : "unexpected character"));
+    if (pos_ != re_.size())
+      throw Error(ErrorCode::kInvalidArgument,
+                  Where() + (re_[pos_] == ')' ? "unbalanced ')'" : "unexpected character"));
     return e;
   }
 

@@ -22,6 +22,7 @@ struct Workspace {
   std::vector<uint8_t> uncertain, exit_at;
   std::vector<Head> scratch;
   std::vector<int32_t> accepted;
+  std::vector<StateId> simple;
 };
 
 }  // namespace
@@ -55,14 +56,49 @@ StateMask ComputeStateMask(const CompiledGrammarData& data, StateId state) {
   exit_at[0] = 0;
   const ByteSet& follow = a.follow[static_cast<size_t>(a.rule_of[s])];
   size_t nodes = trie.num_nodes();
+  // Fast path: most walks spend their time in one plain state (inside a string, a number) with
+  // an empty stack: simple[d] is that state, or -1 when levels[d] holds the general head set.
+  auto& simple = w.simple;
+  simple.assign(max_depth + 1, -1);
+  auto plain = [&](StateId t) {
+    auto ts = static_cast<size_t>(t);
+    return !a.is_final[ts] && a.call_begin[ts] == a.call_begin[ts + 1];
+  };
+  if (plain(state)) simple[0] = state;
+  const StateId* next = a.next.data();
+  const auto ncls = static_cast<size_t>(a.num_classes);
+  const uint16_t* depth_of = trie.depth.data();
+  const uint8_t* byte_of = trie.byte.data();
+  const int32_t* token_begin = trie.token_begin.data();
   for (size_t i = 1; i < nodes;) {
-    size_t d = trie.depth[i];
-    uint8_t byte = trie.byte[i];
+    size_t d = depth_of[i];
+    uint8_t byte = byte_of[i];
     // Uncertain: some path left the rule at a shorter prefix into a byte that may follow it.
     bool inherit = uncertain[d - 1] || (exit_at[d - 1] && follow.test(byte));
-    bool end = StepHeads(a, store, levels[d - 1], byte, levels[d], scratch);
-    bool alive = !levels[d].empty();
-    if (trie.token_begin[i] < trie.token_begin[i + 1]) {
+    bool end = false, alive;
+    StateId from = simple[d - 1];
+    if (from >= 0) {
+      StateId t = next[static_cast<size_t>(from) * ncls + a.byte_class[byte]];
+      if (t >= 0 && plain(t)) {
+        simple[d] = t;
+        alive = true;
+      } else {
+        simple[d] = -1;
+        levels[d].clear();
+        if (t >= 0) {
+          levels[d].push_back({t, -1});
+          end = CloseHeads(a, store, levels[d], scratch);
+        }
+        alive = !levels[d].empty();
+      }
+    } else {
+      end = StepHeads(a, store, levels[d - 1], byte, levels[d], scratch);
+      alive = !levels[d].empty();
+      simple[d] = -1;
+      if (levels[d].size() == 1 && levels[d][0].stack < 0 && plain(levels[d][0].state))
+        simple[d] = levels[d][0].state;
+    }
+    if (token_begin[i] < token_begin[i + 1]) {
       if (alive || end) {
         for (int32_t k = trie.token_begin[i]; k < trie.token_begin[i + 1]; ++k)
           accepted.push_back(trie.ids[static_cast<size_t>(k)]);
@@ -99,25 +135,59 @@ StateMask ComputeStateMask(const CompiledGrammarData& data, StateId state) {
   return result;
 }
 
-CompiledGrammarData::~CompiledGrammarData() {
-  if (!masks_) return;
-  for (size_t s = 0; s < automaton.num_states(); ++s) delete masks_[s].load();
-}
+CompiledGrammarData::~CompiledGrammarData() = default;
 
 void CompiledGrammarData::InitMasks() {
   masks_ = std::make_unique<std::atomic<const StateMask*>[]>(automaton.num_states());
   for (size_t s = 0; s < automaton.num_states(); ++s) masks_[s].store(nullptr);
 }
 
+namespace {
+
+uint64_t MaskHash(const StateMask& m) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::vector<int32_t>& v, uint64_t tag) {
+    h = (h ^ tag) * 1099511628211ull;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+  };
+  mix(m.accepted_ids, 1);
+  mix(m.uncertain_nodes, 2);
+  h = (h ^ 3) * 1099511628211ull;
+  for (uint32_t x : m.accepted_bits) h = (h ^ x) * 1099511628211ull;
+  return h;
+}
+
+bool SameMask(const StateMask& a, const StateMask& b) {
+  return a.accepted_ids == b.accepted_ids && a.accepted_bits == b.accepted_bits &&
+         a.uncertain_nodes == b.uncertain_nodes;
+}
+
+}  // namespace
+
 const StateMask& CompiledGrammarData::Mask(StateId s) const {
   std::atomic<const StateMask*>& slot = masks_[static_cast<size_t>(s)];
   const StateMask* m = slot.load(std::memory_order_acquire);
   if (m) return *m;
-  auto fresh = std::make_unique<StateMask>(ComputeStateMask(*this, s));
-  const StateMask* expected = nullptr;
-  if (slot.compare_exchange_strong(expected, fresh.get(), std::memory_order_acq_rel))
-    return *fresh.release();
-  return *expected;  // another thread won
+  StateMask fresh = ComputeStateMask(*this, s);
+  uint64_t h = MaskHash(fresh);
+  // States with equal masks (a bounded string's positions far from its bound, say) share one
+  // copy: the memory of a grammar grows with its distinct masks, not its states.
+  std::lock_guard lock(masks_mu_);
+  m = slot.load(std::memory_order_acquire);
+  if (m) return *m;  // another thread got here first
+  const StateMask* shared = nullptr;
+  for (const StateMask* candidate : by_hash_[h])
+    if (SameMask(*candidate, fresh)) shared = candidate;
+  if (!shared) {
+    owned_.push_back(std::make_unique<StateMask>(std::move(fresh)));
+    shared = owned_.back().get();
+    by_hash_[h].push_back(shared);
+    mask_bytes_ += sizeof(StateMask) + (shared->accepted_ids.size() + shared->accepted_bits.size() +
+                                        shared->uncertain_nodes.size()) *
+                                           4;
+  }
+  slot.store(shared, std::memory_order_release);
+  return *shared;
 }
 
 void CompiledGrammarData::PrecomputeMasks(int deadline_ms) const {
@@ -141,12 +211,8 @@ size_t CompiledGrammarData::masks_computed() const {
 }
 
 size_t CompiledGrammarData::mask_bytes() const {
-  size_t bytes = 0;
-  for (size_t s = 0; s < automaton.num_states(); ++s)
-    if (const StateMask* m = masks_[s].load())
-      bytes += sizeof(StateMask) +
-               (m->accepted_ids.size() + m->accepted_bits.size() + m->uncertain_nodes.size()) * 4;
-  return bytes;
+  std::lock_guard lock(masks_mu_);
+  return mask_bytes_;
 }
 
 }  // namespace m3::grammar

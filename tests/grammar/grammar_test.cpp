@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <random>
 #include <regex>
+#include <thread>
 
 #include "grammar/grammar.h"
 #include "tests/grammar/random_walk.h"
@@ -308,6 +309,25 @@ TEST_CASE("limits: size, depth, repetition and time are refused cleanly") {
         ErrorCode::kTooLarge);
 }
 
+TEST_CASE("an ambiguous grammar whose parses multiply is refused, not slow") {
+  // Every "(" doubles the parses: two rules match the same text.
+  auto g = Compiler().CompileEbnf(R"G(
+    root ::= s
+    s ::= t | u | "x"
+    t ::= "(" s ")"
+    u ::= "(" s ")"
+  )G");
+  GrammarMatcher m(g);
+  CHECK(m.AcceptBytes("((((("));
+  bool refused = false;
+  for (int i = 0; i < 20 && !refused; ++i) refused = !m.AcceptBytes("(");
+  CHECK(refused);
+  CHECK(m.IsDeadEnd());
+  GrammarMatcher shallow(g);
+  CHECK(shallow.AcceptBytes("((x))"));
+  CHECK(shallow.CanTerminate());
+}
+
 TEST_CASE("choice") {
   auto g = Compiler().CompileChoice({"positive", "negative", "neutral", "neg"});
   for (std::string s : {"positive", "negative", "neutral", "neg"}) CHECK(Accepts(g, s));
@@ -379,6 +399,39 @@ TEST_CASE("speculative decoding: rollback restores the exact mask") {
   }
 }
 
+TEST_CASE("lazy masks: computed on first use, or all at once by WarmMasks, same results") {
+  std::string schema = m3::test::ReadFile(m3::test::DataPath("grammar/schemas/weather_tool.json"));
+  m3::grammar::CompileLimits eager_limits;
+  eager_limits.precompute_masks = true;
+  GrammarCompiler lazy(TestVocab(), {}, 0), eager(TestVocab(), eager_limits, 0);
+  auto a = lazy.CompileJsonSchema(schema);
+  auto b = eager.CompileJsonSchema(schema);
+  CHECK(a->masks_ready() == 0);
+  CHECK(b->masks_ready() > 10);
+  std::thread warm([&] { a->WarmMasks(); });
+  // Masks from both while the lazy one warms up on another thread.
+  std::mt19937_64 rng(17);
+  auto vocab = TestVocab();
+  for (int run = 0; run < 5; ++run) {
+    GrammarMatcher ma(a), mb(b);
+    std::vector<uint32_t> x(vocab->mask_words()), y(vocab->mask_words());
+    for (int step = 0; step < 200 && !ma.IsTerminated(); ++step) {
+      ma.FillNextTokenBitmask(x.data());
+      mb.FillNextTokenBitmask(y.data());
+      REQUIRE(x == y);
+      std::vector<int32_t> allowed;
+      for (size_t i = 0; i < vocab->size(); ++i)
+        if (x[i / 32] >> (i % 32) & 1u) allowed.push_back(static_cast<int32_t>(i));
+      REQUIRE(!allowed.empty());
+      int32_t id = allowed[rng() % allowed.size()];
+      REQUIRE(ma.AcceptToken(id));
+      REQUIRE(mb.AcceptToken(id));
+    }
+  }
+  warm.join();
+  CHECK(a->masks_ready() == b->masks_ready());
+}
+
 TEST_CASE("cache: the same source compiles once") {
   GrammarCompiler c(TestVocab(), {}, 2);
   auto a = c.CompileRegex("abc");
@@ -391,6 +444,10 @@ TEST_CASE("cache: the same source compiles once") {
   CHECK(c.CompileRegex("abc") != a);  // evicted: compiled again
   m3::grammar::JsonSchemaOptions loose;
   loose.any_whitespace = true;
+  GrammarCompiler small(TestVocab(), {}, 100, 1);  // one byte: only the newest stays
+  small.CompileRegex("a");
+  small.CompileRegex("b");
+  CHECK(small.cache_size() == 1);
   CHECK(c.CompileJsonSchema("{\"type\":\"integer\"}") !=
         c.CompileJsonSchema("{\"type\":\"integer\"}", loose));
 }
@@ -518,7 +575,7 @@ TEST_CASE("structural: M3 tool calls with XML parameters following each tool's s
   int calls = 0;
   for (int run = 0; run < 12; ++run) {
     GrammarMatcher m(g);
-    auto r = m3::test::RandomWalk(m, *vocab, rng, 60, 4000, run < 3, ns);
+    auto r = m3::test::RandomWalk(m, *vocab, rng, 60, 4000, run < 3, ns + "</tool_call>");
     REQUIRE_MESSAGE(r.error.empty(), r.error);
     REQUIRE(r.terminated);
     INFO(r.text);
@@ -569,5 +626,54 @@ TEST_CASE("json_object: any object, nothing else") {
     Json v;
     REQUIRE_NOTHROW(v = Json::parse(r.text));
     CHECK(v.is_object());
+  }
+}
+
+TEST_CASE("structural: M2 tool calls (<parameter name=...> lines, JSON for non-strings)") {
+  Json schema = Json::parse(
+      R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1,"maximum":7},"tags":{"type":"array","items":{"type":"string","maxLength":6},"maxItems":2},"mode":{"type":"string","enum":["fast","slow"]}},"required":["city","days"]})");
+  m3::grammar::StructuralSpec spec;
+  spec.prefix = "<minimax:tool_call>\n";
+  spec.suffix = "</minimax:tool_call>";
+  spec.max_count = -1;
+  m3::grammar::StructuralTag t;
+  t.begin = "<invoke name=\"get_weather\">\n";
+  t.schema_json = schema.dump();
+  t.format = m3::grammar::ArgumentFormat::kM2Xml;
+  t.end = "</invoke>\n";
+  spec.tags.push_back(t);
+  auto g = Compiler().CompileStructural(spec);
+  std::string call =
+      "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris, "
+      "<France></parameter>\n<parameter name=\"days\">3</parameter>\n<parameter "
+      "name=\"tags\">[\"a\",\"b\"]</parameter>\n</invoke>\n</minimax:tool_call>";
+  CHECK(Accepts(g, call));
+  std::string bad = call;
+  bad[bad.find(">3<") + 1] = '8';
+  CHECK(!Accepts(g, bad));
+  std::mt19937_64 rng(21);
+  const std::regex param(R"RE(<parameter name="([^"]+)">([\s\S]*?)</parameter>\n)RE");
+  for (int run = 0; run < 10; ++run) {
+    GrammarMatcher m(g);
+    auto r = m3::test::RandomWalk(m, *TestVocab(), rng, 50, 4000, run < 3, "</parameter>\n");
+    REQUIRE_MESSAGE(r.error.empty(), r.error);
+    REQUIRE(r.terminated);
+    INFO(r.text);
+    size_t calls = 0;
+    for (size_t at = r.text.find("<invoke"); at != std::string::npos;
+         at = r.text.find("<invoke", at + 1)) {
+      size_t end = r.text.find("</invoke>", at);
+      std::string body = r.text.substr(at, end - at);
+      Json args = Json::object();
+      for (std::sregex_iterator it(body.begin(), body.end(), param), stop; it != stop; ++it) {
+        std::string name = (*it)[1], value = (*it)[2];
+        bool is_string = schema["properties"][name]["type"] == "string";
+        args[name] = is_string ? Json(value) : Json::parse(value);
+      }
+      std::string why;
+      CHECK_MESSAGE(m3::test::ValidateJson(args, schema, schema, why), why << " " << args.dump());
+      ++calls;
+    }
+    CHECK(calls >= 1);
   }
 }

@@ -3,6 +3,7 @@
 // close a value (so unconstrained strings end). Shared by the grammar tests and the benchmark.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -19,19 +20,29 @@ struct WalkResult {
   std::string error;  // a mask / accept disagreement
 };
 
-// closer_prefix: tokens starting with it also count as closing (an XML tag prefix).
+// closer: past the budget, tokens that continue writing it also count as closing (an XML
+// end tag).
 // check: also verify, for a few tokens outside and inside each mask, that AcceptToken
 // agrees with the mask (then Rollback).
 inline WalkResult RandomWalk(grammar::GrammarMatcher& m, const grammar::TokenizerVocab& vocab,
                              std::mt19937_64& rng, int budget = 48, int max_steps = 4000,
-                             bool check = false, const std::string& closer_prefix = "") {
+                             bool check = false, const std::string& closer = "") {
   WalkResult r;
   std::vector<uint32_t> mask(vocab.mask_words());
-  std::vector<int32_t> allowed, closing;
+  std::vector<int32_t> allowed, closing, continuing;
   for (; r.steps < max_steps; ++r.steps) {
+    // How much of `closer` the text already ends with: the next preferred piece continues it.
+    size_t progress = 0;
+    for (size_t k = std::min(closer.size(), r.text.size()); k > 0; --k)
+      if (r.text.compare(r.text.size() - k, k, closer, 0, k) == 0) {
+        progress = k;
+        break;
+      }
+    if (progress == closer.size()) progress = 0;
     m.FillNextTokenBitmask(mask.data());
     allowed.clear();
     closing.clear();
+    continuing.clear();
     for (size_t w = 0; w < mask.size(); ++w) {
       uint32_t bits = mask[w];
       while (bits) {
@@ -43,9 +54,11 @@ inline WalkResult RandomWalk(grammar::GrammarMatcher& m, const grammar::Tokenize
           closing.push_back(id);
         } else if (r.steps >= budget) {
           const std::string& t = vocab.bytes(id);
-          if ((t.size() <= 2 && t.find_first_not_of("\"]},>") == std::string::npos) ||
-              (!closer_prefix.empty() && t.rfind(closer_prefix, 0) == 0))
+          if (!closer.empty() && closer.compare(progress, t.size(), t) == 0) {
+            continuing.push_back(id);
+          } else if (t.size() <= 2 && t.find_first_not_of("\"]},>") == std::string::npos) {
             closing.push_back(id);
+          }
         }
       }
     }
@@ -70,7 +83,7 @@ inline WalkResult RandomWalk(grammar::GrammarMatcher& m, const grammar::Tokenize
       }
     }
     bool prefer_close = !closing.empty() && (r.steps >= budget || (rng() % 4 == 0));
-    const auto& pool = prefer_close ? closing : allowed;
+    const auto& pool = !continuing.empty() ? continuing : prefer_close ? closing : allowed;
     int32_t id = pool[rng() % pool.size()];
     if (!m.AcceptToken(id)) {
       r.error = "allowed token " + std::to_string(id) + " refused after: " + r.text;
