@@ -83,8 +83,9 @@ std::shared_ptr<const grammar::CompiledGrammar> StructuredOutputCompiler::Compil
           grammar::StructuralTag tag;
           tag.begin = t.begin();
           tag.schema_json = t.schema_json();
-          tag.format =
-              t.m3_xml() ? grammar::ArgumentFormat::kM3Xml : grammar::ArgumentFormat::kJson;
+          tag.format = t.m3_xml()   ? grammar::ArgumentFormat::kM3Xml
+                       : t.m2_xml() ? grammar::ArgumentFormat::kM2Xml
+                                    : grammar::ArgumentFormat::kJson;
           tag.xml_tag_prefix = t.xml_tag_prefix();
           tag.end = t.end();
           spec.tags.push_back(std::move(tag));

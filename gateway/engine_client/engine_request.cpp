@@ -64,6 +64,7 @@ void SetStructured(const openai::StructuredConstraint& c, v1::StructuredOutput* 
         tag->set_begin(t.begin);
         tag->set_schema_json(t.schema_json);
         tag->set_m3_xml(t.m3_xml);
+        tag->set_m2_xml(t.m2_xml);
         tag->set_xml_tag_prefix(t.xml_tag_prefix);
         tag->set_end(t.end);
       }

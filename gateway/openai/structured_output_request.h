@@ -19,6 +19,7 @@ struct StructuralTagSpec {
   std::string begin;
   std::string schema_json;  // empty: any text not containing `end`
   bool m3_xml = false;      // arguments as M3 parameter tags (not JSON)
+  bool m2_xml = false;      // arguments as M2 <parameter name="k"> lines (not JSON)
   std::string xml_tag_prefix;
   std::string end;
 };

@@ -5,21 +5,16 @@ namespace m3::openai {
 
 StructuredConstraint ToolCallConstraint(const Json& tools, const std::string& only, bool parallel,
                                         text::ToolCallSyntax syntax, const std::string& ns) {
-  if (syntax != text::ToolCallSyntax::kMiniMaxM3) {
-    InvalidField("tool_choice",
-                 "forcing a tool call ('tool_choice' \"required\" or a named function) needs the "
-                 "MiniMax-M3 tool-call format; this model's chat template uses the M2 format",
-                 "unsupported_value");
-  }
+  const bool m3 = syntax == text::ToolCallSyntax::kMiniMaxM3;
   StructuredConstraint c;
   c.kind = StructuredConstraint::Kind::kStructural;
   c.param = "tool_choice";
   c.strict = true;
   // The template's layout: the block opener and a newline, each invoke ending in a newline,
   // then the block closer.
-  c.prefix = ns + "<tool_call>\n";
+  c.prefix = m3 ? ns + "<tool_call>\n" : "<minimax:tool_call>\n";
   c.separator = "";
-  c.suffix = ns + "</tool_call>";
+  c.suffix = m3 ? ns + "</tool_call>" : "</minimax:tool_call>";
   c.min_count = 1;
   c.max_count = parallel ? -1 : 1;
   for (const Json& t : tools) {
@@ -27,14 +22,15 @@ StructuredConstraint ToolCallConstraint(const Json& tools, const std::string& on
     const std::string name = fn["name"].get<std::string>();
     if (!only.empty() && name != only) continue;
     StructuralTagSpec tag;
-    tag.begin = ns + "<invoke name=\"" + name + "\">";
+    tag.begin = m3 ? ns + "<invoke name=\"" + name + "\">" : "<invoke name=\"" + name + "\">\n";
     const auto params = fn.find("parameters");
     tag.schema_json = params != fn.end() && params->is_object()
                           ? params->dump()
                           : std::string(R"({"type":"object","properties":{}})");
-    tag.m3_xml = true;
-    tag.xml_tag_prefix = ns;
-    tag.end = ns + "</invoke>\n";
+    tag.m3_xml = m3;
+    tag.m2_xml = !m3;
+    tag.xml_tag_prefix = m3 ? ns : "";
+    tag.end = m3 ? ns + "</invoke>\n" : "</invoke>\n";
     c.tags.push_back(std::move(tag));
   }
   return c;

@@ -2,11 +2,13 @@
 // Anthropic's "any" / "tool"): the model's own tool-call block, as its chat template renders
 // one, with each call's arguments following its tool's "parameters" schema. MiniMax-M3:
 //   NS<tool_call>\n NS<invoke name="f"> NS<p>value NS</p>... NS</invoke>\n ... NS</tool_call>
-// (NS: the namespace token; values as the template's to_xml writes them). The constraint
-// starts where the answer starts: after the reasoning when the model thinks (the chat path sets
-// start_after_token), so the model may think first and then must call. parallel_tool_calls
-// false allows exactly one call. The M2 syntax (<parameter name="p"> tags) has no structural
-// form in the grammar engine: forcing a call there is a 400 saying so.
+// (NS: the namespace token; values as the template's to_xml writes them); MiniMax-M2 (the demo
+// and test models' templates):
+//   <minimax:tool_call>\n <invoke name="f">\n <parameter name="p">value</parameter>\n ...
+//   </invoke>\n ... </minimax:tool_call>
+// The constraint starts where the answer starts: after the reasoning when the model thinks (the
+// chat path sets start_after_token), so the model may think first and then must call.
+// parallel_tool_calls false allows exactly one call.
 #pragma once
 
 #include <string>
@@ -18,7 +20,7 @@
 namespace m3::openai {
 
 // `tools`: the request's validated OpenAI tools list; `only`: a function name, or empty for
-// any of them. Throws RequestError 400 (param "tool_choice") when the syntax cannot be forced.
+// any of them.
 StructuredConstraint ToolCallConstraint(const Json& tools, const std::string& only, bool parallel,
                                         text::ToolCallSyntax syntax,
                                         const std::string& namespace_token = "]<]minimax[>[");

@@ -4,7 +4,8 @@
 // ends on its own ("stop") parses and validates against its schema (tests/grammar's validator,
 // which shares no code with the grammar); json_object, guided_regex, guided_choice and
 // structured_outputs.grammar answers follow their constraint; an invalid schema, regex or
-// grammar is a 400 naming the problem. On the m3-agent model (MiniMax-M3 tool calls, thinking
+// grammar is a 400 naming the problem; forced tool calls in the M2 format validate. On the
+// m3-agent model (MiniMax-M3 tool calls, thinking
 // enabled and disabled), tool_choice "required" and a named function answer with calls whose
 // arguments validate against the tool's schema and finish_reason "tool_calls";
 // parallel_tool_calls false gives exactly one call; Anthropic's tool_choice any answers with
@@ -195,10 +196,40 @@ TEST_CASE("structured outputs on the demo model: every schema of the suite, whol
             {{"type", "json_schema"},
              {"json_schema", {{"name", "bad"}, {"schema", {{"type", "objekt"}}}}}}}},
           "objekt");
-  // Forcing a call needs the M3 format; the demo model speaks M2.
-  refused({{"tools", Json::parse(R"([{"type":"function","function":{"name":"f"}}])")},
-           {"tool_choice", "required"}},
-          "M3");
+  // Forced calls in the M2 format the demo model's template speaks, one call each.
+  const Json tools = Json::parse(R"([
+    {"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+      "properties":{"city":{"type":"string","maxLength":20},"days":{"type":"integer","minimum":1,
+      "maximum":7}},"required":["city","days"]}}},
+    {"type":"function","function":{"name":"add","parameters":{"type":"object",
+      "properties":{"a":{"type":"number"},"b":{"type":"boolean"}},"required":["a","b"]}}}])");
+  int calls = 0;
+  for (int k = 0; k < 6; ++k) {
+    CAPTURE(k);
+    Json body = {{"model", "demo"},
+                 {"messages", {{{"role", "user"}, {"content", "What is the weather?"}}}},
+                 {"max_tokens", 200},
+                 {"temperature", 1.0},
+                 {"seed", k},
+                 {"tools", tools},
+                 {"parallel_tool_calls", false}};
+    body["tool_choice"] =
+        k % 2 ? Json{{"type", "function"}, {"function", {{"name", "add"}}}} : Json("required");
+    const Answer a = Chat(port, body, false);
+    REQUIRE_MESSAGE(a.status == 200, a.raw);
+    if (a.finish == "length") continue;
+    CHECK_MESSAGE(a.finish == "tool_calls", a.raw);
+    REQUIRE_MESSAGE(a.tool_calls.size() == 1, a.raw);
+    const Json& fn = a.tool_calls[0]["function"];
+    if (k % 2) CHECK(fn["name"] == "add");
+    const Json schema = fn["name"] == "add" ? tools[1]["function"]["parameters"]
+                                            : tools[0]["function"]["parameters"];
+    const Json args = Json::parse(fn["arguments"].get<std::string>());
+    std::string why;
+    CHECK_MESSAGE(ValidateJson(args, schema, schema, why), why << ": " << args.dump());
+    ++calls;
+  }
+  CHECK(calls >= 4);
   CHECK(gateway.Terminate() == 0);
 }
 
