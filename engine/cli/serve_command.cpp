@@ -90,6 +90,7 @@ int RunServe(const std::vector<std::string>& args) {
     so.model_name = std::filesystem::path(model_dir).lexically_normal().parent_path().filename();
   // Unset: sized from the model's largest legal request once it is loaded (message_limit.h).
   so.max_message_bytes = p.IntIn("max-message-mb", 0, 0, 2047) << 20;
+  so.model_dir = model_dir;
 
   RunnerOptions ro;
   ro.device = p.Get("device").value_or("cpu");

@@ -363,6 +363,11 @@ void EngineCore::Step() {
       rows[i] = {&step.sampled[i]->sampling(), step.sampled[i]->prompt(),
                  step.sampled[i]->output()};
   }
+  // A sequence with a grammar never carries drafts (SpeculativeDecoder::Propose): its one row is
+  // where its rows start.
+  grammar_rows_.Prepare(
+      step.sampled, rows, info_.vocab_size,
+      spec_ ? std::span<const size_t>(spec_->first_rows()) : std::span<const size_t>());
   try {
     runner_->ExecuteAndSample(step.batch, rows, sampled_);
   } catch (const std::exception& e) {
@@ -386,7 +391,15 @@ void EngineCore::Step() {
     const SamplingParams& p = s->sampling();
     size_t kept = 0;
     while (kept < emitted_[i].size() && reasons[i] == FinishReason::kNone) {
-      const int32_t token = emitted_[i][kept++].token;
+      const int32_t token = emitted_[i][kept].token;
+      if (!GrammarRows::Accept(*s, token)) {
+        Log(LogLevel::kError, "engine: ", s->id(),
+            ": the structured-output grammar allows no token after ", s->num_generated(),
+            " generated (drew ", token, "); finished with length");
+        reasons[i] = FinishReason::kLength;
+        break;
+      }
+      ++kept;
       s->AppendToken(token);
       auto in = [&](const std::vector<int32_t>& ids) {
         return std::find(ids.begin(), ids.end(), token) != ids.end();

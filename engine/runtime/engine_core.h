@@ -19,6 +19,7 @@
 
 #include "engine/runtime/encoder_cache.h"
 #include "engine/runtime/engine_request.h"
+#include "engine/runtime/grammar_rows.h"
 #include "engine/runtime/kv_cache_manager.h"
 #include "engine/runtime/scheduler.h"
 #include "engine/runtime/speculative_decoder.h"
@@ -101,6 +102,7 @@ class EngineCore {
   std::vector<SampledToken> sampled_;
   std::unique_ptr<SpeculativeDecoder> spec_;  // null: no speculation
   std::vector<std::vector<SampledToken>> emitted_;
+  GrammarRows grammar_rows_;  // structured outputs' masks of the step
   uint64_t next_arrival_ = 0;
 
   mutable std::mutex mu_;

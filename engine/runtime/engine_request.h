@@ -6,11 +6,13 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/step/batch_sampler.h"
 #include "engine/step/sampling_params.h"
+#include "grammar/grammar.h"
 #include "shared/error.h"
 
 namespace m3::engine {
@@ -36,6 +38,10 @@ struct EngineRequest {
   std::vector<int32_t> prompt;
   std::vector<MediaItem> media;  // images fill image placeholders in order, videos video ones
   SamplingParams sampling;
+  // Structured output: every generated token must keep the output inside this grammar (the
+  // sampler draws from its next-token mask; eos only where it can end). Null: unconstrained.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  int32_t grammar_start_after = -1;  // >= 0: the grammar applies after this token is generated
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };

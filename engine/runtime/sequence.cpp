@@ -31,6 +31,10 @@ Sequence::Sequence(EngineRequest request, OutputSink out, const ModelRunner& run
       arrival_(arrival),
       prompt_len_(static_cast<int64_t>(request_.prompt.size())),
       tokens_(request_.prompt) {
+  if (request_.grammar) {
+    grammar = std::make_unique<grammar::GrammarMatcher>(request_.grammar);
+    grammar_active = request_.grammar_start_after < 0;
+  }
   keys_.reserve(tokens_.size());
   for (int32_t t : tokens_) keys_.push_back(kTextKeyTag | static_cast<uint32_t>(t));
   const RunnerInfo& info = runner.info();

@@ -67,6 +67,10 @@ class Sequence {
   // Speculative decoding: draft tokens to verify after the last token this step (never part of
   // tokens(); engine/runtime/speculative_decoder.h).
   std::vector<int32_t> drafts;
+  // Structured output: the grammar's state over the generated tokens (grammar_rows.h); null
+  // when the request has no grammar. Generated tokens survive preemption, and so does it.
+  std::unique_ptr<grammar::GrammarMatcher> grammar;
+  bool grammar_active = true;  // false until request().grammar_start_after is generated
 
   OutputSink sink;
 

@@ -84,6 +84,8 @@ void SpeculativeDecoder::Propose(std::span<Sequence* const> running) {
   for (Sequence* s : running) {
     const int64_t known = static_cast<int64_t>(s->tokens().size());
     if (s->num_generated() == 0 || known - s->num_computed != 1) continue;
+    // A structured output's mask depends on each drawn token: one row per step.
+    if (s->grammar) continue;
     // Drafts past the request's last token or the context are never used.
     const int64_t room =
         std::min(s->sampling().max_tokens - s->num_generated() - 1, max_model_len_ - known);

@@ -54,7 +54,18 @@ int RunServer(EngineCore& core, const ServerOptions& options) {
   const int64_t max_message_bytes = options.max_message_bytes > 0
                                         ? options.max_message_bytes
                                         : MaxRequestBytes(core.info(), core.max_prompt_tokens());
-  EngineService service(core, {options.model_name, max_message_bytes, options.api_key});
+  // Structured outputs' vocabulary: the eos ids the sampler stops on are the grammar's stops.
+  std::vector<int32_t> stop_ids;
+  const std::vector<int64_t>& eos = core.config().generation.eos_token_ids.empty()
+                                        ? core.info().eos_token_ids
+                                        : core.config().generation.eos_token_ids;
+  for (int64_t e : eos)
+    if (e >= 0 && e < core.info().vocab_size) stop_ids.push_back(static_cast<int32_t>(e));
+  std::shared_ptr<const StructuredOutputCompiler> structured;
+  if (!options.model_dir.empty())
+    structured =
+        StructuredOutputCompiler::Load(options.model_dir, core.info().vocab_size, stop_ids);
+  EngineService service(core, {options.model_name, max_message_bytes, options.api_key, structured});
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);

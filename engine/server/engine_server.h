@@ -18,6 +18,7 @@ struct ServerOptions {
   int64_t max_message_bytes = 0;  // 0: MaxRequestBytes of the model (message_limit.h)
   std::string api_key;            // empty: no authentication
   int drain_timeout_s = 600;      // longest wait for running streams after SIGTERM
+  std::string model_dir;          // its tokenizer.json is the structured outputs' vocabulary
 };
 
 // Installs the SIGTERM / SIGINT handlers (they only note the signal, whichever thread takes

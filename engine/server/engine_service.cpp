@@ -51,7 +51,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* EngineService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   if (grpc::Status auth = CheckApiKey(*context, info_.api_key); !auth.ok())
     return new RefusedGenerate(std::move(auth));
-  return new GenerateReactor(core_, *request);
+  return new GenerateReactor(core_, *request, info_.structured.get());
 }
 
 grpc::ServerUnaryReactor* EngineService::Abort(grpc::CallbackServerContext* context,

@@ -4,17 +4,20 @@
 // cancelled or vanished client aborts its request at once, which frees its KV pages.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "engine.grpc.pb.h"
 #include "engine/runtime/engine_core.h"
+#include "engine/server/structured_output.h"
 
 namespace m3::engine::server {
 
 struct ServiceInfo {
   std::string model_name;
   int64_t max_message_bytes = 0;
-  std::string api_key;  // empty: no authentication
+  std::string api_key;                                         // empty: no authentication
+  std::shared_ptr<const StructuredOutputCompiler> structured;  // null: refused
 };
 
 class EngineService final : public v1::Engine::CallbackService {

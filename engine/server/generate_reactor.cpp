@@ -8,11 +8,12 @@
 
 namespace m3::engine::server {
 
-GenerateReactor::GenerateReactor(EngineCore& core, const v1::GenerateRequest& request)
+GenerateReactor::GenerateReactor(EngineCore& core, const v1::GenerateRequest& request,
+                                 const StructuredOutputCompiler* structured)
     : core_(core), state_(std::make_shared<State>()) {
   state_->reactor = this;
   try {
-    EngineRequest r = FromProto(request, core_);
+    EngineRequest r = FromProto(request, core_, structured);
     id_ = r.id;
     std::weak_ptr<State> weak = state_;
     core_.Submit(std::move(r), [weak](RequestOutput&& out) {

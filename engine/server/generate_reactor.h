@@ -9,6 +9,7 @@
 
 #include "engine.grpc.pb.h"
 #include "engine/runtime/engine_core.h"
+#include "engine/server/structured_output.h"
 
 namespace m3::engine::server {
 
@@ -16,7 +17,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   // Starts the request; on a refusal (bad input, full queue, shutting down) finishes the RPC
   // with the matching status at once.
-  GenerateReactor(EngineCore& core, const v1::GenerateRequest& request);
+  GenerateReactor(EngineCore& core, const v1::GenerateRequest& request,
+                  const StructuredOutputCompiler* structured = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;

@@ -55,7 +55,8 @@ void DecodePixels(const m3::proto::Tensor& t, const std::string& what, int64_t p
 
 }  // namespace
 
-EngineRequest FromProto(const v1::GenerateRequest& in, EngineCore& core) {
+EngineRequest FromProto(const v1::GenerateRequest& in, EngineCore& core,
+                        const StructuredOutputCompiler* structured) {
   static std::atomic<uint64_t> next_id{0};
   const RunnerInfo& info = core.info();
   EngineRequest r;
@@ -105,10 +106,26 @@ EngineRequest FromProto(const v1::GenerateRequest& in, EngineCore& core) {
               " ids; at most the vocabulary size (" + std::to_string(info.vocab_size) + ")");
   q.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   q.ignore_eos = s.ignore_eos();
+  Require(s.logit_bias_size() <= info.vocab_size, ErrorCode::kInvalidArgument,
+          "sampling.logit_bias has " + std::to_string(s.logit_bias_size()) +
+              " entries; at most the vocabulary size (" + std::to_string(info.vocab_size) + ")");
+  q.logit_bias.assign(s.logit_bias().begin(), s.logit_bias().end());
   Require(s.logprobs() >= 0, ErrorCode::kInvalidArgument, "sampling.logprobs must be >= 0");
   q.logprobs = s.logprobs() > 0 ? s.logprobs() : (s.return_logprobs() ? 0 : -1);
   r.sampling = ResolveSamplingParams(q, core.config().generation, info.eos_token_ids,
                                      info.vocab_size, core.FreshSeed());
+  if (in.has_structured()) {
+    Require(structured != nullptr, ErrorCode::kInvalidArgument,
+            "this engine does not take structured outputs");
+    // Compiled here, on the gRPC thread: the engine loop never waits for a compile.
+    r.grammar = structured->Compile(in.structured());
+    if (in.structured().has_start_after_token()) {
+      const int32_t t = in.structured().start_after_token();
+      Require(t >= 0 && t < info.vocab_size, ErrorCode::kInvalidArgument,
+              "structured.start_after_token " + std::to_string(t) + " is outside the vocabulary");
+      r.grammar_start_after = t;
+    }
+  }
   return r;
 }
 

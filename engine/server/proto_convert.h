@@ -6,10 +6,13 @@
 
 #include "engine.pb.h"
 #include "engine/runtime/engine_core.h"
+#include "engine/server/structured_output.h"
 
 namespace m3::engine::server {
 
-EngineRequest FromProto(const v1::GenerateRequest& request, EngineCore& core);
+// `structured`: compiles the request's structured output (null: such requests are refused).
+EngineRequest FromProto(const v1::GenerateRequest& request, EngineCore& core,
+                        const StructuredOutputCompiler* structured = nullptr);
 
 // Appends `out` (tokens, logprobs, finish and counts) to `msg`, so outputs that queue up while
 // a write is in flight go out as one message.

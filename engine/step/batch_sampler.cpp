@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "engine/step/counter_rng.h"
 #include "shared/error.h"
@@ -41,6 +42,8 @@ SampledToken BatchSampler::SampleOne(const float* logits, const SampleRow& row) 
   const int64_t V = vocab_;
   float* z = work_.data();
   std::copy(logits, logits + V, z);
+  for (const auto& [t, bias] : p.logit_bias)
+    if (t >= 0 && t < V) z[t] += bias;
 
   // Penalties, touching only the tokens of the history.
   const bool rep = p.repetition_penalty != 1.0;
@@ -74,16 +77,29 @@ SampledToken BatchSampler::SampleOne(const float* logits, const SampleRow& row) 
     if (!p.ignore_eos)
       for (int32_t t : p.eos_token_ids) z[t] = kNegInf;
   }
+  if (!row.allowed.empty()) {
+    Require(static_cast<int64_t>(row.allowed.size()) * 32 >= V, ErrorCode::kInternal,
+            "BatchSampler: an allowed-token mask of " + std::to_string(row.allowed.size()) +
+                " words is short of the vocabulary of " + std::to_string(V));
+    for (int64_t i = 0; i < V; ++i)
+      if (!((row.allowed[static_cast<size_t>(i >> 5)] >> (i & 31)) & 1u)) z[i] = kNegInf;
+  }
 
   SampledToken out;
   int32_t best = 0;
   for (int32_t i = 1; i < V; ++i)
     if (z[i] > z[best]) best = i;
   if (z[best] == kNegInf) {
-    // Everything masked (a vocabulary of stop tokens only): fall back to the raw argmax.
-    for (int32_t i = 1; i < V; ++i)
-      if (logits[i] > logits[best]) best = i;
-    out.token = best;
+    // Everything masked (a vocabulary of stop tokens only, or a grammar allowing only what
+    // min_tokens forbids): fall back to the raw argmax among the allowed tokens (token 0 when
+    // the mask allows none: the runtime ends such a row before sampling it).
+    best = -1;
+    for (int32_t i = 0; i < V; ++i) {
+      if (!row.allowed.empty() && !((row.allowed[static_cast<size_t>(i >> 5)] >> (i & 31)) & 1u))
+        continue;
+      if (best < 0 || logits[i] > logits[best]) best = i;
+    }
+    out.token = best < 0 ? 0 : best;
   } else if (p.greedy()) {
     out.token = best;
   } else {

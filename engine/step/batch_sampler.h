@@ -1,6 +1,7 @@
 // BatchSampler: picks the next token of every sequence that produced logits in a step, each
-// with its own SamplingParams: repetition / presence / frequency penalties, min_tokens (stop and
-// eos ids masked), temperature, top-k, top-p, min-p, and logprobs with the top n. The random
+// with its own SamplingParams, in vLLM's order: logit_bias, repetition / presence / frequency
+// penalties, min_tokens (stop and eos ids masked) and the row's allowed-token bitmask (a
+// grammar's), temperature, top-k, top-p, min-p, and logprobs with the top n. The random
 // draw for a sequence's n-th generated token is CounterUniform(seed, n), so its choice depends
 // only on its own logits and history; it walks the kept tokens in ascending id (the inverse CDF
 // in id order), which the GPU sampler (kernels/cuda/sampling.cuh) reproduces. Candidate sets
@@ -27,6 +28,9 @@ struct SampleRow {
   const SamplingParams* params = nullptr;
   std::span<const int32_t> prompt;  // penalties see the prompt (repetition) and output tokens
   std::span<const int32_t> output;  // generated so far; its size is the draw counter
+  // Tokens this row may draw (a grammar's next-token mask): bit t % 32 of word t / 32 set means
+  // allowed; ceil(vocab / 32) words. Empty: every token.
+  std::span<const uint32_t> allowed = {};
 };
 
 class BatchSampler {

@@ -1,6 +1,7 @@
 // ResolveSamplingParams: request values over generation_config.json defaults, range checks.
 #include "engine/step/sampling_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -56,6 +57,18 @@ SamplingParams ResolveSamplingParams(const SamplingRequest& r, const GenerationC
   for (int64_t e : eos)
     if (e >= 0 && e < vocab) p.eos_token_ids.push_back(static_cast<int32_t>(e));
   p.ignore_eos = r.ignore_eos;
+  for (const auto& [t, bias] : r.logit_bias) {
+    Require(t >= 0 && t < vocab, ErrorCode::kInvalidArgument,
+            "sampling.logit_bias: " + std::to_string(t) + " is outside the vocabulary [0, " +
+                std::to_string(vocab) + ")");
+    Require(std::isfinite(bias), ErrorCode::kInvalidArgument,
+            "sampling.logit_bias[" + std::to_string(t) + "] is not a finite number");
+    p.logit_bias.emplace_back(t, std::clamp(bias, -100.0f, 100.0f));
+  }
+  std::sort(p.logit_bias.begin(), p.logit_bias.end());
+  for (size_t i = 1; i < p.logit_bias.size(); ++i)
+    Require(p.logit_bias[i].first != p.logit_bias[i - 1].first, ErrorCode::kInvalidArgument,
+            "sampling.logit_bias names token " + std::to_string(p.logit_bias[i].first) + " twice");
   Require(r.logprobs <= 20, ErrorCode::kInvalidArgument,
           "sampling.logprobs must be <= 20, got " + std::to_string(r.logprobs));
   p.return_logprobs = r.logprobs >= 0;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "shared/generation_config.h"
@@ -26,6 +27,9 @@ struct SamplingParams {
   bool ignore_eos = false;
   int32_t logprobs = 0;  // top logprobs per token (besides the chosen one); 0: none
   bool return_logprobs = false;
+  // (token id, bias in [-100, 100]), ascending id: added to the raw logits first (vLLM's order:
+  // bias, then penalties, then temperature and the truncations).
+  std::vector<std::pair<int32_t, float>> logit_bias;
   bool greedy() const { return temperature <= 0.0 || top_k == 1; }
 };
 
@@ -40,6 +44,7 @@ struct SamplingRequest {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int32_t logprobs = -1;  // < 0: no logprobs; 0: the chosen token's only; n: plus top n
+  std::vector<std::pair<int32_t, float>> logit_bias;  // any order; ids checked, biases clamped
 };
 
 // Fills defaults (generation_config, else neutral values), draws a seed when none was given

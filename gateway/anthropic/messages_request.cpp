@@ -318,27 +318,30 @@ bool HasTool(const Json& tools, const std::string& name) {
                      [&](const Json& t) { return t["function"]["name"] == name; });
 }
 
-openai::ToolChoice ParseToolChoice(const FieldReader& body, const Json& tools) {
+openai::ToolChoice ParseToolChoice(const FieldReader& body, openai::ChatRequest& req) {
   const Json* choice = body.Object("tool_choice");
   if (!choice) return openai::ToolChoice::kAuto;
   const FieldReader r(*choice, "tool_choice");
-  (void)r.Bool("disable_parallel_tool_use");
+  if (r.Bool("disable_parallel_tool_use").value_or(false)) req.parallel_tool_calls = false;
   const std::string type = r.RequiredString("type");
   if (type == "auto") return openai::ToolChoice::kAuto;
   if (type == "none") return openai::ToolChoice::kNone;
-  // Without constrained decoding the model cannot be made to call a tool.
-  const std::string why =
-      "forcing a tool call needs constrained decoding; use \"auto\" or \"none\"";
-  if (type == "any") Unsupported("tool_choice.type", "\"any\": " + why);
+  if (type == "any" || type == "tool") {
+    if (!req.tools.is_array() || req.tools.empty()) {
+      InvalidField("tool_choice", "'tool_choice' \"" + type + "\" needs at least one tool");
+    }
+  }
+  if (type == "any") return openai::ToolChoice::kRequired;
   if (type == "tool") {
     const std::string name = r.RequiredString("name");
-    if (!HasTool(tools, name)) {
+    if (!HasTool(req.tools, name)) {
       throw RequestError(ErrorCode::kUnprocessable,
                          "'tool_choice.name' names the tool '" + name +
                              "', which is not among the request's tools",
                          "tool_choice.name", "unknown_tool");
     }
-    Unsupported("tool_choice.type", "\"tool\": " + why);
+    req.forced_tool = name;
+    return openai::ToolChoice::kRequired;
   }
   InvalidField(
       "tool_choice.type",
@@ -416,7 +419,7 @@ MessagesRequest ParseMessagesRequest(const Json& body_json, const openai::Served
   req.model = openai::ParseModel(body, model);
   req.messages = ParseMessages(body, limits, endpoint, req.media);
   req.tools = ParseTools(body, limits);
-  req.tool_choice = ParseToolChoice(body, req.tools);
+  req.tool_choice = ParseToolChoice(body, req);
   if (req.tool_choice == openai::ToolChoice::kNone) req.tools = nullptr;
   if (endpoint == MessagesEndpoint::kCreate) {
     req.sampling = ParseSampling(body, model, limits);

@@ -6,8 +6,8 @@
 //   user tool_result blocks                   -> "tool" messages, before the user's other blocks
 //   assistant text / thinking / tool_use      -> content, reasoning_content, tool_calls
 //   tools {name, description, input_schema}   -> function tools
-//   tool_choice auto / none                   -> the same; any / tool are refused (no
-//                                                constrained decoding), as "required" is
+//   tool_choice auto / none / any / tool      -> auto / none / required / a named function
+//                                                (disable_parallel_tool_use: one call)
 //   thinking enabled / disabled               -> chat_template_kwargs.thinking_mode
 //   max_tokens, temperature, top_p, top_k, stop_sequences -> the sampling request
 // Errors are openai::RequestErrors naming the Anthropic field; the handler words them in

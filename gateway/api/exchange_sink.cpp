@@ -12,7 +12,7 @@ namespace http = boost::beast::http;
 void SessionHandle::Set(std::shared_ptr<engine_client::GenerationSession> session) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!session) return;
-  session_ = session;
+  sessions_.push_back(session);
   const bool cancel = cancel_;
   lock.unlock();
   if (cancel) session->Cancel();
@@ -21,14 +21,14 @@ void SessionHandle::Set(std::shared_ptr<engine_client::GenerationSession> sessio
 void SessionHandle::Cancel() {
   std::unique_lock<std::mutex> lock(mu_);
   cancel_ = true;
-  auto session = session_;
+  auto sessions = sessions_;
   lock.unlock();
-  if (session) session->Cancel();
+  for (auto& s : sessions) s->Cancel();
 }
 
 void SessionHandle::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
-  session_.reset();
+  sessions_.clear();
 }
 
 ResponseSink MakeExchangeSink(std::shared_ptr<net::HttpExchange> exchange,

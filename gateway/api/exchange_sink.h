@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "gateway/api/generation_responder.h"
 #include "gateway/engine_client/generation_session.h"
@@ -15,17 +16,18 @@
 
 namespace m3::api {
 
-// The session a sink cancels, known only once GenerationSession::Start returns (the sink may
-// be called before that).
+// The sessions a sink cancels (one per choice), known only once GenerationSession::Start
+// returns (the sink may be called before that).
 class SessionHandle {
  public:
+  // Adds a session (cancelled at once when Cancel came first).
   void Set(std::shared_ptr<engine_client::GenerationSession> session);
   void Cancel();
-  void Clear();  // the session finished: drop the reference (it holds the sink, which holds us)
+  void Clear();  // the response finished: drop the references (they hold the sink, which holds us)
 
  private:
   std::mutex mu_;
-  std::shared_ptr<engine_client::GenerationSession> session_;
+  std::vector<std::shared_ptr<engine_client::GenerationSession>> sessions_;
   bool cancel_ = false;
 };
 

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "gateway/api/choice_launch.h"
 #include "gateway/api/error_response.h"
 #include "gateway/api/exchange_sink.h"
 #include "gateway/api/generation_responder.h"
@@ -35,6 +36,13 @@ void AdmitAndDispatch(const ServingContext& ctx, net::HttpRequest&& request,
 
 void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchange> exchange,
                       GenerationJob job) {
+  // Each further choice is an engine request of its own: it takes an admission slot too.
+  std::shared_ptr<void> extra_slots;
+  if (job.sampling.n > 1) {
+    extra_slots = AdmitChoices(ctx, job.sampling.n - 1);
+    job.admission = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
+        std::move(job.admission), std::move(extra_slots));
+  }
   const int64_t max_tokens = openai::ResolveMaxTokens(job.sampling, job.prompt_ids.size(),
                                                       ctx.max_model_len(), job.prompt_param);
   std::vector<engine_client::EngineMedia> media;
@@ -72,6 +80,11 @@ void LaunchGeneration(const ServingContext& ctx, std::shared_ptr<net::HttpExchan
                                      arrival = job.arrival] {
     return MakeTimedFormatter(make(), ctx.metrics(), arrival);
   };
+  if (job.sampling.n > 1) {
+    return LaunchChoices(ctx, exchange, std::move(request), job.sampling.n,
+                         MakeExchangeSink(exchange, handle, std::move(keep)), handle,
+                         std::move(make_formatter));
+  }
   auto responder = MakeGenerationResponder(
       make_formatter(), MakeExchangeSink(exchange, handle, std::move(keep)), make_formatter);
   exchange->OnDisconnect([handle] { handle->Cancel(); });

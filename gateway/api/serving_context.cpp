@@ -59,6 +59,7 @@ int64_t ServingContext::max_model_len() const {
 openai::ServedModel ServingContext::served_model() const {
   openai::ServedModel m = model_;
   m.max_model_len = max_model_len();
+  m.vocab_size = vocab_size_;
   return m;
 }
 

@@ -33,6 +33,49 @@ void SetPixels(const HostTensor& pixels, std::string_view dtype, proto::Tensor* 
   out->set_data(std::move(data));
 }
 
+void SetStructured(const openai::StructuredConstraint& c, v1::StructuredOutput* out) {
+  using Kind = openai::StructuredConstraint::Kind;
+  switch (c.kind) {
+    case Kind::kJsonSchema:
+      out->set_json_schema(c.text);
+      break;
+    case Kind::kJsonObject:
+      out->set_json_object(true);
+      break;
+    case Kind::kRegex:
+      out->set_regex(c.text);
+      break;
+    case Kind::kChoice:
+      for (const std::string& s : c.choices) out->mutable_choice()->add_choices(s);
+      break;
+    case Kind::kGrammar:
+      out->set_grammar(c.text);
+      break;
+    case Kind::kStructural: {
+      v1::StructuredOutput::Structural* st = out->mutable_structural();
+      st->set_allow_free_text(c.allow_free_text);
+      st->set_prefix(c.prefix);
+      st->set_separator(c.separator);
+      st->set_suffix(c.suffix);
+      st->set_min_count(c.min_count);
+      st->set_max_count(c.max_count);
+      for (const openai::StructuralTagSpec& t : c.tags) {
+        v1::StructuredOutput::Tag* tag = st->add_tags();
+        tag->set_begin(t.begin);
+        tag->set_schema_json(t.schema_json);
+        tag->set_m3_xml(t.m3_xml);
+        tag->set_m2_xml(t.m2_xml);
+        tag->set_xml_tag_prefix(t.xml_tag_prefix);
+        tag->set_end(t.end);
+      }
+      break;
+    }
+  }
+  out->set_any_whitespace(c.any_whitespace);
+  out->set_non_strict(!c.strict);
+  if (c.start_after_token) out->set_start_after_token(*c.start_after_token);
+}
+
 }  // namespace
 
 v1::GenerateRequest BuildGenerateRequest(std::string request_id,
@@ -67,6 +110,8 @@ v1::GenerateRequest BuildGenerateRequest(std::string request_id,
   p->set_logprobs(s.top_logprobs);
   p->set_return_logprobs(s.logprobs);
   p->set_min_tokens(static_cast<int32_t>(s.min_tokens));
+  for (const auto& [id, bias] : s.logit_bias) (*p->mutable_logit_bias())[id] = bias;
+  if (s.structured) SetStructured(*s.structured, r.mutable_structured());
   return r;
 }
 

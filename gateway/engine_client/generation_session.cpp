@@ -69,8 +69,12 @@ void GenerationSession::Attempt() {
   std::shared_ptr<EngineEndpoint> engine;
   try {
     const auto& ids = request_.request.token_ids();
-    engine =
-        router_.Pick(tried_, std::span<const int32_t>(ids.data(), static_cast<size_t>(ids.size())));
+    if (attempts_ == 0 && request_.preferred && request_.preferred->healthy()) {
+      engine = request_.preferred;
+    } else {
+      engine = router_.Pick(tried_,
+                            std::span<const int32_t>(ids.data(), static_cast<size_t>(ids.size())));
+    }
   } catch (const Error& e) {
     Fail(lock, {e.code() == ErrorCode::kUnavailable ? GenerationErrorKind::kNoEngine
                                                     : GenerationErrorKind::kEngineFailure,

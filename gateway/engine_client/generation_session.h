@@ -24,6 +24,9 @@ namespace m3::engine_client {
 struct GenerationRequest {
   engine::v1::GenerateRequest request;  // BuildGenerateRequest's
   int top_logprobs = 0;                 // as asked of the engine (request.sampling.logprobs)
+  // The engine the first attempt goes to while it is healthy (the choices of an n > 1 request
+  // share one engine's prefix cache); null: the router's policy picks.
+  std::shared_ptr<EngineEndpoint> preferred;
 };
 
 class GenerationSession : public std::enable_shared_from_this<GenerationSession> {

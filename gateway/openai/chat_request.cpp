@@ -189,23 +189,20 @@ bool HasTool(const Json& tools, const std::string& name) {
   return false;
 }
 
-// Without constrained decoding the model cannot be made to call a tool.
-[[noreturn]] void CannotForce(const std::string& what) {
-  InvalidField("tool_choice",
-               "'tool_choice' " + what +
-                   " is not supported: forcing a tool call needs constrained decoding; use "
-                   "\"auto\" or \"none\"",
-               "unsupported_value");
-}
-
-ToolChoice ParseToolChoice(const FieldReader& body, const Json& tools) {
+ToolChoice ParseToolChoice(const FieldReader& body, const Json& tools, std::string& forced) {
   const Json* choice = body.Get("tool_choice");
   if (!choice) return ToolChoice::kAuto;
   if (choice->is_string()) {
     const std::string c = choice->get<std::string>();
     if (c == "auto") return ToolChoice::kAuto;
     if (c == "none") return ToolChoice::kNone;
-    if (c == "required") CannotForce("\"required\"");
+    if (c == "required") {
+      if (!tools.is_array() || tools.empty()) {
+        InvalidField("tool_choice",
+                     "'tool_choice' \"required\" needs at least one tool in 'tools'");
+      }
+      return ToolChoice::kRequired;
+    }
     InvalidField("tool_choice",
                  "'tool_choice' must be \"auto\", \"none\", \"required\" or a "
                  "function, got \"" +
@@ -227,7 +224,8 @@ ToolChoice ParseToolChoice(const FieldReader& body, const Json& tools) {
         "'tool_choice' names the function '" + name + "', which is not among the request's tools",
         "tool_choice.function.name", "unknown_tool");
   }
-  CannotForce("naming a function");
+  forced = name;
+  return ToolChoice::kRequired;
 }
 
 // The assistant turns of the history as templates read them, the way vLLM hands them over:
@@ -288,9 +286,9 @@ ChatRequest ParseChatRequest(const Json& body_json, const ServedModel& model,
   req.messages = body_json["messages"];
   PrepareAssistantTurns(req.messages);
   req.tools = ParseTools(body, limits);
-  req.tool_choice = ParseToolChoice(body, req.tools);
+  req.tool_choice = ParseToolChoice(body, req.tools, req.forced_tool);
   if (req.tool_choice == ToolChoice::kNone) req.tools = nullptr;
-  (void)body.Bool("parallel_tool_calls");
+  req.parallel_tool_calls = body.Bool("parallel_tool_calls").value_or(true);
   if (const Json* kwargs = body.Object("chat_template_kwargs")) {
     CheckChatTemplateKwargs(*kwargs, "chat_template_kwargs");
     req.chat_template_kwargs = *kwargs;
@@ -298,6 +296,12 @@ ChatRequest ParseChatRequest(const Json& body_json, const ServedModel& model,
   if (auto v = body.Bool("add_generation_prompt")) req.add_generation_prompt = *v;
   RejectUnsupported(body);
   req.sampling = ParseSampling(body, Endpoint::kChatCompletions, model, limits);
+  req.sampling.structured = ParseStructuredOutput(body);
+  if (req.tool_choice == ToolChoice::kRequired && req.sampling.structured) {
+    InvalidField(req.sampling.structured->param,
+                 "'" + req.sampling.structured->param +
+                     "' cannot be combined with a forced tool call (tool_choice)");
+  }
   req.stream = ParseStreamOptions(body);
   (void)body.String("user");
   return req;

@@ -16,7 +16,8 @@
 
 namespace m3::openai {
 
-enum class ToolChoice { kAuto, kNone };
+// kRequired: at least one call (tool_choice "required" or a named function: forced_tool).
+enum class ToolChoice { kAuto, kNone, kRequired };
 
 struct ChatRequest {
   std::string model;
@@ -26,6 +27,8 @@ struct ChatRequest {
   Json messages = Json::array();
   Json tools;  // null, or the tools list (dropped when tool_choice is none)
   ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string forced_tool;          // kRequired naming one function: only it may be called
+  bool parallel_tool_calls = true;  // false: at most one call (exactly one when forced)
   Json chat_template_kwargs = Json::object();  // as sent (checked: CheckChatTemplateKwargs)
   bool add_generation_prompt = true;
   std::vector<content::MediaRef> media;  // in order of appearance, as FindMediaParts lists them

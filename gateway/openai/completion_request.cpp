@@ -67,6 +67,7 @@ CompletionRequest ParseCompletionRequest(const Json& body_json, const ServedMode
   }
   RejectUnsupported(body);
   req.sampling = ParseSampling(body, Endpoint::kCompletions, model, limits);
+  req.sampling.structured = ParseStructuredOutput(body);
   req.stream = ParseStreamOptions(body);
   (void)body.String("user");
   return req;

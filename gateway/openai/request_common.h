@@ -1,7 +1,6 @@
 // The fields every generation endpoint shares: "model" (must name the served model; 404
 // otherwise), "stream" and "stream_options", and the OpenAI options this server cannot honour
-// (logit_bias, response_format other than text, audio output), which are refused rather than
-// silently ignored.
+// (audio output), which are refused rather than silently ignored.
 #pragma once
 
 #include <string>

@@ -1,6 +1,8 @@
 // Sampling fields of OpenAI requests (see sampling_request.h).
 #include "gateway/openai/sampling_request.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace m3::openai {
@@ -58,16 +60,82 @@ std::vector<int32_t> ParseStopTokenIds(const FieldReader& body) {
   return out;
 }
 
-void RequireOne(const FieldReader& body, std::string_view name) {
-  if (auto n =
-          body.Int(name, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
-      n && *n != 1) {
-    InvalidField(std::string(name),
-                 "'" + std::string(name) + "' = " + std::to_string(*n) +
-                     " is not supported: this server returns exactly one "
-                     "choice per request (use n = 1)",
+// OpenAI's logit_bias: {"<token id>": bias}. Ids must be the model's (vocab_size, when known);
+// biases are clamped to [-100, 100] as OpenAI documents (-100 bans a token, +100 all but forces
+// it).
+std::vector<std::pair<int32_t, float>> ParseLogitBias(const FieldReader& body,
+                                                      const ServedModel& model,
+                                                      const ApiLimits& limits) {
+  const Json* v = body.Get("logit_bias");
+  if (!v || v->is_null()) return {};
+  if (!v->is_object()) {
+    InvalidField("logit_bias",
+                 "'logit_bias' must be an object mapping token ids to biases, got " +
+                     std::string(JsonTypeName(*v)),
+                 "invalid_type");
+  }
+  if (v->size() > limits.max_logit_bias) {
+    InvalidField("logit_bias", "'logit_bias' has " + std::to_string(v->size()) +
+                                   " entries, more than the limit of " +
+                                   std::to_string(limits.max_logit_bias));
+  }
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, bias] : v->items()) {
+    const std::string param = "logit_bias." + key;
+    int64_t id = -1;
+    bool digits = !key.empty() && key.size() <= 10;
+    for (char c : key) digits = digits && c >= '0' && c <= '9';
+    if (digits) id = std::stoll(key);
+    if (!digits || id > kMaxInt32 || (model.vocab_size > 0 && id >= model.vocab_size)) {
+      InvalidField(param, "'logit_bias' key '" + key + "' is not a token id of this model" +
+                              (model.vocab_size > 0
+                                   ? " (vocabulary of " + std::to_string(model.vocab_size) + ")"
+                                   : std::string()));
+    }
+    if (!bias.is_number()) {
+      InvalidField(param,
+                   "'" + param + "' must be a number, got " + std::string(JsonTypeName(bias)),
+                   "invalid_type");
+    }
+    const double b = bias.get<double>();
+    if (!std::isfinite(b)) InvalidField(param, "'" + param + "' must be a finite number");
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(std::clamp(b, -100.0, 100.0)));
+  }
+  std::sort(out.begin(), out.end());
+  // "5" and "05" name the same token: the last one wins would depend on key order, so refuse.
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i].first == out[i - 1].first) {
+      InvalidField("logit_bias",
+                   "'logit_bias' names token " + std::to_string(out[i].first) + " more than once");
+    }
+  }
+  return out;
+}
+
+// n: the number of choices, 1..limits.max_choices. best_of (the legacy completions option that
+// draws best_of and returns the n most likely) is taken only equal to n, where it changes
+// nothing: ranking choices by likelihood is not implemented.
+int ParseChoices(const FieldReader& body, const ApiLimits& limits) {
+  int n = 1;
+  if (auto v =
+          body.Int("n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
+    if (*v < 1 || *v > limits.max_choices) {
+      InvalidField("n", "'n' = " + std::to_string(*v) + " must be between 1 and " +
+                            std::to_string(limits.max_choices));
+    }
+    n = static_cast<int>(*v);
+  }
+  if (auto v = body.Int("best_of", std::numeric_limits<int64_t>::min(),
+                        std::numeric_limits<int64_t>::max());
+      v && *v != n) {
+    InvalidField("best_of",
+                 "'best_of' = " + std::to_string(*v) +
+                     " is not supported: this server returns every choice it draws, so "
+                     "best_of must equal n (" +
+                     std::to_string(n) + ")",
                  "unsupported_value");
   }
+  return n;
 }
 
 }  // namespace
@@ -85,8 +153,7 @@ SamplingRequest ParseSampling(const FieldReader& body, Endpoint endpoint, const 
   if (g.repetition_penalty) s.repetition_penalty = *g.repetition_penalty;
   if (g.max_new_tokens) s.max_tokens = *g.max_new_tokens;
 
-  RequireOne(body, "n");
-  RequireOne(body, "best_of");
+  s.n = ParseChoices(body, limits);
 
   // max_completion_tokens supersedes the deprecated max_tokens when both are given.
   if (auto v = body.Int("max_tokens", 1, kMaxInt32)) s.max_tokens = *v;
@@ -111,6 +178,7 @@ SamplingRequest ParseSampling(const FieldReader& body, Endpoint endpoint, const 
   }
   s.stop = ParseStop(body, limits);
   s.stop_token_ids = ParseStopTokenIds(body);
+  s.logit_bias = ParseLogitBias(body, model, limits);
   if (auto v = body.Bool("ignore_eos")) s.ignore_eos = *v;
   if (auto v = body.Int("min_tokens", 0, kMaxInt32)) s.min_tokens = *v;
   if (auto v = body.Bool("skip_special_tokens")) s.skip_special_tokens = *v;

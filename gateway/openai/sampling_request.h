@@ -1,7 +1,7 @@
 // SamplingRequest: the generation controls of an OpenAI request (max_tokens, temperature,
 // top_p, top_k, min_p, seed, stop, penalties, logprobs, n, plus the vLLM extensions clients
 // use: stop_token_ids, ignore_eos, min_tokens, skip_special_tokens,
-// include_stop_str_in_output), validated and with unset values taken from the model's
+// include_stop_str_in_output; logit_bias), validated and with unset values taken from the model's
 // generation_config.json, then neutral values.
 #pragma once
 
@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gateway/openai/field_reader.h"
 #include "gateway/openai/served_model.h"
+#include "gateway/openai/structured_output_request.h"
 
 namespace m3::openai {
 
@@ -36,11 +38,18 @@ struct SamplingRequest {
   int top_logprobs = 0;   // and this many alternatives per token
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
+  // logit_bias: (token id, bias clamped to [-100, 100]) in ascending id, one entry per id.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  int n = 1;  // choices; each is its own engine request (seed + i when a seed is given)
+  // The output's constraint (response_format, structured_outputs, guided_*, or a forced tool
+  // call); none: unconstrained.
+  std::optional<StructuredConstraint> structured;
 };
 
 // Reads the sampling fields of a request body. Chat takes logprobs (bool) + top_logprobs;
 // completions take logprobs as the number of alternatives (0-5). Throws RequestError (400)
-// naming the field for every wrong type or value, and for n / best_of other than 1.
+// naming the field for every wrong type or value, n outside [1, limits.max_choices] and best_of
+// other than n.
 SamplingRequest ParseSampling(const FieldReader& body, Endpoint endpoint, const ServedModel& model,
                               const ApiLimits& limits);
 

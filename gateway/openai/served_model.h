@@ -16,6 +16,7 @@ struct ServedModel {
   std::string name;             // the "model" a request must name
   GenerationConfig generation;  // defaults for unset sampling fields
   int64_t max_model_len = 0;    // prompt + completion positions; 0: not known yet
+  int64_t vocab_size = 0;       // token ids a request may name; 0: not checked
 };
 
 struct ApiLimits {
@@ -27,6 +28,9 @@ struct ApiLimits {
   size_t max_stop_string_bytes = 1024;
   int max_top_logprobs = 20;  // OpenAI's limit
   size_t max_tools = 512;
+  size_t max_logit_bias = 1024;
+  int max_choices = 16;  // n: each choice is an engine request and an admission slot  // entries of
+                         // logit_bias (OpenAI accepts up to 300)
 };
 
 }  // namespace m3::openai

@@ -196,7 +196,9 @@ __global__ void __launch_bounds__(kThreads)
     SampleKernel(const float* __restrict__ logits, int64_t vocab,
                  const SampleRowParams* __restrict__ params, const int32_t* __restrict__ hist_tok,
                  const int32_t* __restrict__ hist_cnt, const int32_t* __restrict__ mask_tok,
-                 float* __restrict__ work, SampleRowResult* __restrict__ out) {
+                 const int32_t* __restrict__ bias_tok, const float* __restrict__ bias_val,
+                 const uint32_t* __restrict__ allowed, float* __restrict__ work,
+                 SampleRowResult* __restrict__ out) {
   __shared__ Shared sh;
   const int64_t row = blockIdx.x;
   const float* L = logits + row * vocab;
@@ -215,7 +217,10 @@ __global__ void __launch_bounds__(kThreads)
   BlockArgMax(raw_v, raw_i, sh);  // ends with a barrier: Z is complete for the block
   if (raw_i == INT_MAX) raw_i = 0;
 
-  // Penalties on the unique history tokens, then the masks (the host's order).
+  // logit_bias, penalties on the unique history tokens, then the masks (the host's order).
+  for (int j = tid; j < p.bias_count; j += kThreads)
+    Z[bias_tok[p.bias_begin + j]] += bias_val[p.bias_begin + j];
+  if (p.bias_count > 0) __syncthreads();
   const bool rep = p.repetition_penalty != 1.0;
   for (int j = tid; j < p.history_count; j += kThreads) {
     const int32_t t = hist_tok[p.history_begin + j];
@@ -233,15 +238,30 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = tid; j < p.mask_count; j += kThreads) Z[mask_tok[p.mask_begin + j]] = -INFINITY;
   __syncthreads();
 
+  // The allowed-token bitmask is applied in the argmax sweep: each id belongs to one thread.
+  const int64_t words = (vocab + 31) / 32;
+  const uint32_t* A = p.allowed_row >= 0 ? allowed + p.allowed_row * words : nullptr;
+  auto is_allowed = [&](int64_t i) { return A == nullptr || ((A[i >> 5] >> (i & 31)) & 1u); };
   float zmax = -INFINITY;
   int best = INT_MAX;
-  for (int64_t i = tid; i < vocab; i += kThreads)
+  for (int64_t i = tid; i < vocab; i += kThreads) {
+    if (A != nullptr && !is_allowed(i)) Z[i] = -INFINITY;
     if (Better(Z[i], static_cast<int>(i), zmax, best)) zmax = Z[i], best = static_cast<int>(i);
+  }
   BlockArgMax(zmax, best, sh);
   if (best == INT_MAX) best = 0;
 
   long long token;
-  if (zmax == -INFINITY) {
+  if (zmax == -INFINITY && A != nullptr) {
+    // Everything masked under a grammar: the raw argmax among the allowed tokens (0 if none).
+    float av = -INFINITY;
+    int ai = INT_MAX;
+    for (int64_t i = tid; i < vocab; i += kThreads)
+      if (is_allowed(i) && (ai == INT_MAX || Better(L[i], static_cast<int>(i), av, ai)))
+        av = L[i], ai = static_cast<int>(i);
+    BlockArgMax(av, ai, sh);
+    token = ai == INT_MAX ? 0 : ai;
+  } else if (zmax == -INFINITY) {
     token = raw_i;
   } else if (p.greedy) {
     token = best;
@@ -381,14 +401,15 @@ __global__ void UniformKernel(const uint64_t* seeds, const uint64_t* counters, i
 
 void SampleRows(const float* logits, int64_t rows, int64_t vocab, const SampleRowParams* params,
                 const int32_t* history_tokens, const int32_t* history_output_counts,
-                const int32_t* mask_tokens, float* work, SampleRowResult* out,
-                cudaStream_t stream) {
+                const int32_t* mask_tokens, const int32_t* bias_tokens, const float* bias_values,
+                const uint32_t* allowed, float* work, SampleRowResult* out, cudaStream_t stream) {
   if (vocab <= 0 || vocab > kMaxSamplingVocab)
     throw std::runtime_error("SampleRows: vocabulary of " + std::to_string(vocab) +
                              " tokens is outside (0, " + std::to_string(kMaxSamplingVocab) + "]");
   if (rows <= 0) return;
   SampleKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      logits, vocab, params, history_tokens, history_output_counts, mask_tokens, work, out);
+      logits, vocab, params, history_tokens, history_output_counts, mask_tokens, bias_tokens,
+      bias_values, allowed, work, out);
   CheckLaunch("SampleRows");
 }
 

@@ -1,6 +1,7 @@
 // Next-token sampling of many logits rows on the GPU: the device twin of the host BatchSampler
-// (engine/step/batch_sampler.h, which the CPU device's SampleRows runs). Per row: penalties
-// over the row's unique history tokens, min_tokens masks, greedy, temperature, min-p, top-k,
+// (engine/step/batch_sampler.h, which the CPU device's SampleRows runs). Per row: logit_bias,
+// penalties over the row's unique history tokens, min_tokens masks, the allowed-token bitmask
+// (a grammar's), greedy, temperature, min-p, top-k,
 // top-p, the seeded draw CounterUniform(seed, counter) computed on the device with the same bits
 // as engine/step/counter_rng.h (the draw walks the kept tokens in ascending id), the chosen
 // token's logprob and the top-n logprobs of the raw distribution. One thread block per row;
@@ -36,7 +37,11 @@ struct SampleRowParams {
   int32_t history_count = 0;
   int32_t mask_begin = 0;  // ids masked to -inf (min_tokens): [begin, begin + count)
   int32_t mask_count = 0;
-  int32_t logprobs = -1;  // < 0: none; 0: the chosen token's; n: plus the top n
+  int32_t logprobs = -1;   // < 0: none; 0: the chosen token's; n: plus the top n
+  int32_t bias_begin = 0;  // logit_bias entries [begin, begin + count) (unique ids)
+  int32_t bias_count = 0;
+  int32_t allowed_row = -1;  // row of the allowed-token bitmask; < 0: every token allowed
+  int32_t pad = 0;
 };
 
 struct SampleRowResult {
@@ -48,11 +53,15 @@ struct SampleRowResult {
 
 // logits f32 [rows, vocab]; params [rows]; history_tokens / history_output_counts: each row's
 // unique prompt-or-output tokens and their counts among the output tokens; mask_tokens: the ids
-// each row masks; work f32 [rows, vocab] scratch; out [rows]. All device pointers. Throws
-// std::runtime_error for a vocabulary outside (0, kMaxSamplingVocab] or a failed launch.
+// each row masks; bias_tokens / bias_values: the rows' logit_bias entries; allowed: bitmask rows
+// of ceil(vocab / 32) words (bit t % 32 of word t / 32: token t allowed), indexed by
+// params.allowed_row (null when no row has one); work f32 [rows, vocab] scratch; out [rows]. All
+// device pointers. Throws std::runtime_error for a vocabulary outside (0, kMaxSamplingVocab] or
+// a failed launch.
 void SampleRows(const float* logits, int64_t rows, int64_t vocab, const SampleRowParams* params,
                 const int32_t* history_tokens, const int32_t* history_output_counts,
-                const int32_t* mask_tokens, float* work, SampleRowResult* out, cudaStream_t stream);
+                const int32_t* mask_tokens, const int32_t* bias_tokens, const float* bias_values,
+                const uint32_t* allowed, float* work, SampleRowResult* out, cudaStream_t stream);
 
 // out[i] = CounterUniform(seeds[i], counters[i]) computed by the device code (device pointers).
 void CounterUniforms(const uint64_t* seeds, const uint64_t* counters, int64_t n, double* out,

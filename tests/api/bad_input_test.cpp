@@ -108,8 +108,8 @@ TEST_CASE("bad input over HTTP: right status, OpenAI error body, server stays up
   }
   {
     Json b = Json::parse(good);
-    b["n"] = 2;
-    CheckError(post(b.dump()), 400, "n > 1");
+    b["n"] = 17;
+    CheckError(post(b.dump()), 400, "n over the bound of 16");
     b = Json::parse(good);
     b["max_tokens"] = -1;
     CheckError(post(b.dump()), 400, "negative max_tokens");

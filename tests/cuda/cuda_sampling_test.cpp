@@ -1,12 +1,14 @@
 // The device sampler (kernels/cuda/sampling through the CUDA backend's SampleRows) against the
 // host BatchSampler (the CPU backend's SampleRows) on the same random float32 logits, at the
 // real vocabulary (200064) and the demo model's (439): every mode (greedy, temperature, top-k,
-// top-p, min-p, all three, penalties, min_tokens masks, an all-masked row) must pick the same
+// top-p, min-p, all three, penalties, min_tokens masks, logit_bias with an allowed-token bitmask,
+// an all-masked row) must pick the same
 // token, except where the draw lands within rounding of a CDF boundary or the top-p cut is
 // within rounding of its target (counted by a sort-based reference and printed); logprobs and
 // the top-n within 1e-4. The device uniform must equal CounterUniform bit for bit. Through the
 // serving runtime, the CUDA runner sampling on the device gives the seeded tokens that sampling
-// its downloaded logits on the host gives.
+// its downloaded logits on the host gives, also for grammar-constrained requests (every token
+// allowed by its grammar).
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
@@ -28,6 +30,7 @@
 #include "engine/model_registry.h"
 #include "engine/runtime/engine_core.h"
 #include "engine/step/counter_rng.h"
+#include "grammar/grammar.h"
 #include "kernels/cuda/sampling.cuh"
 #include "tests/cuda/demo_prompts.h"
 #include "tests/test_util.h"
@@ -46,12 +49,18 @@ constexpr double kNear = 1e-6;  // "within rounding" of a boundary, as a share o
 struct Row {
   SamplingParams p;
   std::vector<int32_t> prompt, output;
+  std::vector<uint32_t> allowed;  // a grammar-style bitmask; empty: all tokens
 };
+
+bool Allowed(const Row& r, int64_t t) {
+  return r.allowed.empty() || ((r.allowed[static_cast<size_t>(t >> 5)] >> (t & 31)) & 1u);
+}
 
 // The processed logits, as the host sampler makes them (penalties, then min_tokens masks).
 std::vector<float> Processed(const float* logits, int64_t V, const Row& r) {
   std::vector<float> z(logits, logits + V);
   const SamplingParams& p = r.p;
+  for (const auto& [t, b] : p.logit_bias) z[t] += b;
   const bool rep = p.repetition_penalty != 1.0;
   const bool pen = p.presence_penalty != 0.0 || p.frequency_penalty != 0.0;
   if (rep || pen) {
@@ -75,6 +84,8 @@ std::vector<float> Processed(const float* logits, int64_t V, const Row& r) {
     if (!p.ignore_eos)
       for (int32_t t : p.eos_token_ids) z[t] = -std::numeric_limits<float>::infinity();
   }
+  for (int64_t t = 0; t < V; ++t)
+    if (!Allowed(r, t)) z[t] = -std::numeric_limits<float>::infinity();
   return z;
 }
 
@@ -125,6 +136,7 @@ struct Mode {
   std::string name;
   SamplingParams p;
   bool history = false;
+  bool bias_and_mask = false;  // random logit_bias entries and a random allowed-token bitmask
 };
 
 std::vector<Mode> Modes() {
@@ -167,6 +179,14 @@ std::vector<Mode> Modes() {
       true);
   add("top-5 logprobs", [](SamplingParams& p) { p.logprobs = 5, p.temperature = 1.1; });
   add("top-20 logprobs greedy", [](SamplingParams& p) { p.logprobs = 20, p.temperature = 0; });
+  add("logit_bias + bitmask greedy", [](SamplingParams& p) { p.temperature = 0; });
+  m.back().bias_and_mask = true;
+  add("logit_bias + bitmask top-p 0.9", [](SamplingParams& p) { p.top_p = 0.9; });
+  m.back().bias_and_mask = true;
+  add(
+      "logit_bias + bitmask + penalties top-k 20",
+      [](SamplingParams& p) { p.top_k = 20, p.repetition_penalty = 1.2, p.logprobs = 3; }, true);
+  m.back().bias_and_mask = true;
   return m;
 }
 
@@ -198,9 +218,29 @@ void CompareAtVocab(int64_t V, int rows_per_mode) {
       } else {
         row.output.assign(static_cast<size_t>(rng() % 7), 1);  // the draw counter
       }
+      if (mode.bias_and_mask) {
+        // Ban the raw top few (-100), lift a few others, allow about a third of the vocabulary.
+        std::vector<int32_t> order(static_cast<size_t>(V));
+        std::iota(order.begin(), order.end(), 0);
+        const float* L = &logits[r * V];
+        std::partial_sort(order.begin(), order.begin() + 3, order.end(),
+                          [&](int32_t a, int32_t b) { return L[a] > L[b]; });
+        std::vector<std::pair<int32_t, float>> bias;
+        for (int j = 0; j < 3; ++j) bias.emplace_back(order[static_cast<size_t>(j)], -100.0f);
+        for (int j = 0; j < 8; ++j) {
+          const auto t = static_cast<int32_t>(rng() % static_cast<uint64_t>(V));
+          if (std::none_of(bias.begin(), bias.end(), [&](auto& e) { return e.first == t; }))
+            bias.emplace_back(t, static_cast<float>(static_cast<int>(rng() % 21) - 5));
+        }
+        std::sort(bias.begin(), bias.end());
+        row.p.logit_bias = bias;
+        row.allowed.assign(static_cast<size_t>((V + 31) / 32), 0u);
+        for (int64_t t = 0; t < V; ++t)
+          if (rng() % 3 == 0) row.allowed[static_cast<size_t>(t >> 5)] |= 1u << (t & 31);
+      }
     }
     std::vector<SampleRow> sr;
-    for (const Row& r : rows) sr.push_back({&r.p, r.prompt, r.output});
+    for (const Row& r : rows) sr.push_back({&r.p, r.prompt, r.output, r.allowed});
     DeviceTensor lc = cpu->Alloc(DType::kF32, {n, V}), lg = gpu->Alloc(DType::kF32, {n, V});
     cpu->Upload(logits.data(), lc);
     gpu->Upload(logits.data(), lg);
@@ -213,6 +253,9 @@ void CompareAtVocab(int64_t V, int rows_per_mode) {
       const SampledToken& a = want[static_cast<size_t>(r)];
       const SampledToken& b = got[static_cast<size_t>(r)];
       ++draws;
+      CHECK(Allowed(rows[static_cast<size_t>(r)], b.token));
+      for (const auto& [t, bias] : rows[static_cast<size_t>(r)].p.logit_bias)
+        if (bias <= -100.0f) CHECK(b.token != t);
       if (a.token != b.token) {
         ++mismatches, ++mode_mis;
         const bool excused = !mode.p.greedy() &&
@@ -298,6 +341,13 @@ TEST_CASE("device sampling: every token masked falls back to the raw argmax; emp
   CHECK(got[0].top[0].first == 1);  // ties: the lower id first
   CHECK(got[0].top[1].first == 3);
   CHECK(std::abs(got[0].logprob - want[0].logprob) <= 1e-6);
+  // A grammar allowing only ids 0 and 2 while min_tokens masks both: the raw argmax among them.
+  r.allowed = {0b0101u};
+  sr = {{&r.p, r.prompt, r.output, r.allowed}};
+  cpu->SampleRows(lc, sr, want);
+  gpu->SampleRows(lg, sr, got);
+  CHECK(want[0].token == 2);
+  CHECK(got[0].token == 2);
   DeviceTensor none = gpu->Alloc(DType::kF32, {0, V});
   gpu->SampleRows(none, {}, got);
   CHECK(got.empty());
@@ -423,6 +473,66 @@ TEST_CASE("serving on the CUDA runner: device sampling gives the host-sampled se
       "sampling of the same logits; worst logprob difference %.2e\n",
       reqs.size(), static_cast<long long>(tokens), worst);
   CHECK(worst <= 1e-4);
+}
+
+TEST_CASE("structured output on the CUDA runner: device masks give the host-masked tokens") {
+  engine::RunnerOptions ro;
+  ro.device = "cuda";
+  engine::EngineConfig cfg;
+  cfg.kv_pages = 256;
+  cfg.page_size = 16;
+  engine::EngineCore device(engine::LoadModelRunner(DataPath("demo-model/model"), ro), cfg);
+  engine::EngineCore host(
+      std::make_unique<HostSampled>(engine::LoadModelRunner(DataPath("demo-model/model"), ro)),
+      cfg);
+  grammar::TokenizerVocab::HfOptions vo;
+  for (int64_t e : device.info().eos_token_ids) vo.stop_ids.push_back(static_cast<int32_t>(e));
+  vo.vocab_size = static_cast<size_t>(device.info().vocab_size);
+  grammar::GrammarCompiler compiler(grammar::TokenizerVocab::FromHuggingFaceJson(
+      ReadFile(DataPath("demo-model/model/tokenizer.json")), vo));
+  std::vector<std::shared_ptr<const grammar::CompiledGrammar>> grammars = {
+      compiler.CompileJsonSchema(R"({"type":"object","properties":{
+        "colour":{"enum":["red","green","blue"]},"sides":{"type":"integer","minimum":0,
+        "maximum":12},"name":{"type":"string","maxLength":12}},
+        "required":["colour","sides","name"],"additionalProperties":false})"),
+      compiler.CompileRegex("The shape is (red|green|blue)\\."),
+      compiler.CompileJsonObject()};
+  std::vector<engine::EngineRequest> reqs;
+  uint64_t seed = 5;
+  for (const DemoPrompt& p : DemoPrompts()) {
+    if (p.inputs.images || p.inputs.videos) continue;
+    for (size_t g = 0; g < grammars.size(); ++g) {
+      engine::EngineRequest r;
+      r.id = p.name + "/grammar" + std::to_string(g);
+      r.prompt.assign(p.inputs.input_ids.begin(), p.inputs.input_ids.end());
+      r.grammar = grammars[g];
+      SamplingParams& s = r.sampling;
+      s.seed = seed++;
+      s.max_tokens = 96;
+      s.temperature = 0.9;
+      s.top_p = 0.95;
+      s.logit_bias = {{static_cast<int32_t>(seed % 100), -100.0f}};
+      for (int64_t e : device.info().eos_token_ids)
+        s.eos_token_ids.push_back(static_cast<int32_t>(e));
+      reqs.push_back(std::move(r));
+    }
+  }
+  REQUIRE(!reqs.empty());
+  const std::vector<Completion> got = Complete(device, reqs), want = Complete(host, reqs);
+  int64_t tokens = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO(reqs[i].id);
+    CHECK(got[i].tokens == want[i].tokens);
+    grammar::GrammarMatcher m(reqs[i].grammar);
+    for (int32_t t : got[i].tokens) {
+      CHECK(m.AcceptToken(t));
+      CHECK(t != reqs[i].sampling.logit_bias[0].first);
+    }
+    tokens += static_cast<int64_t>(got[i].tokens.size());
+  }
+  std::printf("  cuda structured output through EngineCore: %zu constrained requests, %lld tokens, "
+              "each allowed by its grammar and equal to host sampling\n",
+              reqs.size(), static_cast<long long>(tokens));
 }
 
 }  // namespace

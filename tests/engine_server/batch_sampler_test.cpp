@@ -125,6 +125,40 @@ TEST_CASE("the draw walks the kept tokens in ascending id (the device sampler's 
   CHECK(low > 0);  // both branches seen
 }
 
+TEST_CASE("logit_bias comes before penalties; the allowed-token mask restricts every mode") {
+  const float logits[4] = {2.0f, 1.9f, 0.5f, -3.f};
+  BatchSampler s(4);
+  SamplingParams b = Greedy();
+  b.logit_bias = {{0, -100.0f}};
+  CHECK(s.SampleOne(logits, {&b, {}, {}}).token == 1);
+  b.logit_bias = {{3, 4.0f}};  // -3 + 4 = 1 < 2
+  CHECK(s.SampleOne(logits, {&b, {}, {}}).token == 0);
+  // Bias first, then the repetition penalty divides the biased positive logit: (1 + 2) / 1.5 = 2
+  // ties token 0's 2.0 and loses on id; penalizing first would give 1.9 / 1.5 + 1.2 = 2.47.
+  b.logit_bias = {{1, 1.1f}};
+  b.repetition_penalty = 1.5;
+  const std::vector<int32_t> hist = {1};
+  CHECK(s.SampleOne(logits, {&b, hist, {}}).token == 0);
+  const std::vector<uint32_t> only2 = {0b0100u};
+  for (double t : {0.0, 0.7, 1.5}) {
+    SamplingParams p;
+    p.temperature = t;
+    p.top_p = 0.5;
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      p.seed = seed;
+      const SampledToken out = s.SampleOne(logits, {&p, {}, {}, only2});
+      CHECK(out.token == 2);
+    }
+  }
+  // Everything the mask allows is masked by min_tokens: the best allowed raw logit, not the
+  // raw argmax.
+  SamplingParams mt = Greedy();
+  mt.min_tokens = 3;
+  mt.stop_token_ids = {2, 3};
+  const std::vector<uint32_t> two_three = {0b1100u};
+  CHECK(s.SampleOne(logits, {&mt, {}, {}, two_three}).token == 2);
+}
+
 TEST_CASE("penalties and min_tokens change the greedy choice as specified") {
   const float logits[4] = {2.0f, 1.9f, 0.5f, -3.f};
   BatchSampler s(4);

@@ -18,6 +18,7 @@ ServedModel Model() {
   m.generation.top_p = 0.95;
   m.generation.top_k = 40;
   m.max_model_len = 4096;
+  m.vocab_size = 1000;
   return m;
 }
 
@@ -161,9 +162,22 @@ TEST_CASE("tools and tool_choice") {
   Fails(R"({"messages":[{"role":"user","content":"x"}],"tools":)" + tools +
             R"(,"tool_choice":{"type":"function","function":{"name":"nope"}}})",
         422, "tool_choice.function.name", "unknown_tool");
+  {
+    const ChatRequest r = Parse(R"({"messages":[{"role":"user","content":"x"}],"tools":)" + tools +
+                                R"(,"tool_choice":"required","parallel_tool_calls":false})");
+    CHECK(r.tool_choice == ToolChoice::kRequired);
+    CHECK(r.forced_tool.empty());
+    CHECK(!r.parallel_tool_calls);
+    const ChatRequest named =
+        Parse(R"({"messages":[{"role":"user","content":"x"}],"tools":)" + tools +
+              R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}}})");
+    CHECK(named.tool_choice == ToolChoice::kRequired);
+    CHECK(named.forced_tool == "get_weather");
+  }
+  Fails(With("tool_choice", "\"required\""), 400, "tool_choice", "invalid_value");  // no tools
   Fails(R"({"messages":[{"role":"user","content":"x"}],"tools":)" + tools +
-            R"(,"tool_choice":"required"})",
-        400, "tool_choice", "unsupported_value");
+            R"(,"tool_choice":"required","response_format":{"type":"json_object"}})",
+        400, "response_format", "invalid_value");
   Fails(With("tool_choice", "\"sometimes\""), 400, "tool_choice", "invalid_value");
   Fails(With("tools", "{}"), 400, "tools", "invalid_type");
   Fails(With("tools", R"([{"type":"retrieval"}])"), 400, "tools[0].type", "invalid_value");
@@ -236,7 +250,6 @@ TEST_CASE("message errors") {
 }
 
 TEST_CASE("sampling errors name the field") {
-  Fails(With("n", "2"), 400, "n", "unsupported_value");
   Fails(With("n", "\"1\""), 400, "n", "invalid_type");
   Fails(With("max_tokens", "-1"), 400, "max_tokens", "invalid_value");
   Fails(With("max_tokens", "0"), 400, "max_tokens", "invalid_value");
@@ -276,11 +289,72 @@ TEST_CASE("sampling errors name the field") {
   Fails(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2,"min_tokens":3})", 400,
         "min_tokens", "invalid_value");
   Fails(With("chat_template_kwargs", "[]"), 400, "chat_template_kwargs", "invalid_type");
-  Fails(With("logit_bias", R"({"5":10})"), 400, "logit_bias", "unsupported_parameter");
-  Fails(With("response_format", R"({"type":"json_object"})"), 400, "response_format.type",
-        "unsupported_parameter");
+  Fails(With("logit_bias", R"({"1000":10})"), 400, "logit_bias.1000", "invalid_value");
+  Fails(With("logit_bias", R"({"-3":10})"), 400, "logit_bias.-3", "invalid_value");
+  Fails(With("logit_bias", R"({"x":10})"), 400, "logit_bias.x", "invalid_value");
+  Fails(With("logit_bias", R"({"5":"a"})"), 400, "logit_bias.5", "invalid_type");
+  Fails(With("logit_bias", R"({"5":1,"05":2})"), 400, "logit_bias", "invalid_value");
+  Fails(With("logit_bias", "[5]"), 400, "logit_bias", "invalid_type");
+  Fails(With("response_format", R"({"type":"xml"})"), 400, "response_format.type", "invalid_value");
+  Fails(With("response_format", R"({"type":"json_schema"})"), 400, "response_format.json_schema",
+        "missing_required_parameter");
+  Fails(With("response_format", R"({"type":"json_schema","json_schema":{"name":"a","schema":3}})"),
+        400, "response_format.json_schema.schema", "invalid_type");
+  Fails(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"},
+    "guided_regex":"a+"})",
+        400, "guided_regex", "invalid_value");
+  Fails(With("guided_choice", "[]"), 400, "guided_choice", "invalid_value");
+  Fails(With("structured_outputs", R"({"regex":""})"), 400, "structured_outputs.regex",
+        "invalid_value");
   Fails(With("best_of", "3"), 400, "best_of", "unsupported_value");
+  Fails(With("n", "17"), 400, "n", "invalid_value");
+  Fails(With("n", "0"), 400, "n", "invalid_value");
+  Fails(R"({"messages":[{"role":"user","content":"x"}],"n":2,"best_of":3})", 400, "best_of",
+        "unsupported_value");
+  CHECK(Parse(With("n", "3")).sampling.n == 3);
+  CHECK(Parse(R"({"messages":[{"role":"user","content":"x"}],"n":4,"best_of":4})").sampling.n == 4);
   Fails(With("user", "1"), 400, "user", "invalid_type");
+}
+
+TEST_CASE("structured outputs: response_format, structured_outputs and guided_* fields") {
+  using Kind = StructuredConstraint::Kind;
+  CHECK(!Parse(With("response_format", R"({"type":"text"})")).sampling.structured);
+  auto c = Parse(With("response_format", R"({"type":"json_object"})")).sampling.structured;
+  REQUIRE(c);
+  CHECK(c->kind == Kind::kJsonObject);
+  c = Parse(With("response_format", R"({"type":"json_schema","json_schema":{"name":"w",
+    "schema":{"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}}},
+    "strict":true}})"))
+          .sampling.structured;
+  REQUIRE(c);
+  CHECK(c->kind == Kind::kJsonSchema);
+  CHECK(c->strict);
+  // Key order is kept: the grammar writes properties in the schema's order.
+  CHECK(c->text ==
+        R"({"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}}})");
+  c = Parse(With("guided_json", R"("{\"type\":\"integer\"}")")).sampling.structured;
+  REQUIRE(c);
+  CHECK(c->text == R"({"type":"integer"})");
+  c = Parse(With("structured_outputs", R"({"choice":["yes","no"]})")).sampling.structured;
+  REQUIRE(c);
+  CHECK(c->kind == Kind::kChoice);
+  CHECK(c->choices == std::vector<std::string>{"yes", "no"});
+  c = Parse(With("guided_regex", R"("[a-z]+")")).sampling.structured;
+  REQUIRE(c);
+  CHECK(c->kind == Kind::kRegex);
+  c = Parse(With("guided_grammar", R"("root ::= \"a\"")")).sampling.structured;
+  REQUIRE(c);
+  CHECK(c->kind == Kind::kGrammar);
+}
+
+TEST_CASE("logit_bias: token ids to biases, clamped to [-100, 100], ascending id") {
+  const ChatRequest r = Parse(With("logit_bias", R"({"7":-250,"3":0.5,"999":101})"));
+  REQUIRE(r.sampling.logit_bias.size() == 3);
+  CHECK(r.sampling.logit_bias[0] == std::pair<int32_t, float>{3, 0.5f});
+  CHECK(r.sampling.logit_bias[1] == std::pair<int32_t, float>{7, -100.0f});
+  CHECK(r.sampling.logit_bias[2] == std::pair<int32_t, float>{999, 100.0f});
+  CHECK(Parse(With("logit_bias", "null")).sampling.logit_bias.empty());
+  CHECK(Parse(With("logit_bias", "{}")).sampling.logit_bias.empty());
 }
 
 TEST_CASE("ResolveMaxTokens fits the completion into the context") {

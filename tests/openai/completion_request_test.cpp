@@ -62,7 +62,7 @@ TEST_CASE("completion errors") {
   Fails(R"({"prompt":"x","logprobs":true})", 400, "logprobs", "invalid_type");
   Fails(R"({"prompt":"x","echo":true})", 400, "echo", "unsupported_parameter");
   Fails(R"({"prompt":"x","suffix":"y"})", 400, "suffix", "unsupported_parameter");
-  Fails(R"({"prompt":"x","n":3})", 400, "n", "unsupported_value");
+  Fails(R"({"prompt":"x","n":17})", 400, "n", "invalid_value");
   Fails(R"({"prompt":"x","model":"other"})", 404, "model", "model_not_found");
   Fails(R"({"prompt":"x","max_tokens":-5})", 400, "max_tokens", "invalid_value");
 }

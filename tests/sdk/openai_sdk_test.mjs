@@ -459,8 +459,15 @@ checks.add('too many images: 413', async () => {
   await rejectsWith(chat(user(...parts, text(COLOUR_Q))), 413);
 });
 
-checks.add('n > 1: 400', async () => {
-  await rejectsWith(chat(user(text('hi')), {n: 2}), 400, 'n');
+checks.add('n over the bound of 16: 400', async () => {
+  await rejectsWith(chat(user(text('hi')), {n: 17}), 400, 'n');
+});
+
+checks.add('n = 2: two choices with their indices', async () => {
+  const r = await chat(user(text('hi')), {n: 2, max_tokens: 4});
+  if (r.choices.length !== 2 || r.choices[0].index !== 0 || r.choices[1].index !== 1) {
+    throw new Error('n = 2 gave ' + JSON.stringify(r.choices));
+  }
 });
 
 checks.add('negative max_tokens: 400', async () => {

@@ -1,4 +1,5 @@
-// CudaSampleRows: host packing for kernels/cuda/sampling. History tokens are deduplicated here
+// CudaSampleRows: host packing for kernels/cuda/sampling (logit_bias entries and the rows'
+// allowed-token bitmasks ride along: one upload each). History tokens are deduplicated here
 // with a vocabulary-sized scratch (O(history) per penalized row), so the kernel applies each
 // penalty once per token without atomics; rows without penalties upload no history at all.
 #include "engine/backend/cuda/cuda_sampling.h"
@@ -51,7 +52,11 @@ void CudaSampleRows(Device& be, cudaStream_t stream, const DeviceTensor& logits,
     seen.assign(static_cast<size_t>(V), 0);
   }
   std::vector<k::SampleRowParams> params(static_cast<size_t>(n));
-  std::vector<int32_t> hist_tok, hist_cnt, mask;
+  std::vector<int32_t> hist_tok, hist_cnt, mask, bias_tok;
+  std::vector<float> bias_val;
+  std::vector<uint32_t> allowed;  // the masked rows' bitmasks, packed
+  const int64_t words = (V + 31) / 32;
+  int32_t allowed_rows = 0;
   for (int64_t r = 0; r < n; ++r) {
     const SamplingParams& p = *rows[r].params;
     k::SampleRowParams& q = params[static_cast<size_t>(r)];
@@ -103,12 +108,25 @@ void CudaSampleRows(Device& be, cudaStream_t stream, const DeviceTensor& logits,
           if (t >= 0 && t < V) mask.push_back(t);
     }
     q.mask_count = static_cast<int32_t>(mask.size()) - q.mask_begin;
+    q.bias_begin = static_cast<int32_t>(bias_tok.size());
+    for (const auto& [t, b] : p.logit_bias)
+      if (t >= 0 && t < V) bias_tok.push_back(t), bias_val.push_back(b);
+    q.bias_count = static_cast<int32_t>(bias_tok.size()) - q.bias_begin;
+    if (!rows[r].allowed.empty()) {
+      Require(static_cast<int64_t>(rows[r].allowed.size()) >= words, ErrorCode::kInternal,
+              "cuda backend: SampleRows: an allowed-token mask is short of the vocabulary");
+      q.allowed_row = allowed_rows++;
+      allowed.insert(allowed.end(), rows[r].allowed.begin(), rows[r].allowed.begin() + words);
+    }
   }
 
   DeviceTensor d_params = UploadWords(be, params.data(), params.size() * sizeof(params[0]));
   DeviceTensor d_tok = UploadWords(be, hist_tok.data(), hist_tok.size() * sizeof(int32_t));
   DeviceTensor d_cnt = UploadWords(be, hist_cnt.data(), hist_cnt.size() * sizeof(int32_t));
   DeviceTensor d_mask = UploadWords(be, mask.data(), mask.size() * sizeof(int32_t));
+  DeviceTensor d_bias_tok = UploadWords(be, bias_tok.data(), bias_tok.size() * sizeof(int32_t));
+  DeviceTensor d_bias_val = UploadWords(be, bias_val.data(), bias_val.size() * sizeof(float));
+  DeviceTensor d_allowed = UploadWords(be, allowed.data(), allowed.size() * sizeof(uint32_t));
   DeviceTensor work = be.Alloc(DType::kF32, {n, V});
   static_assert(sizeof(k::SampleRowResult) % 4 == 0);
   DeviceTensor d_out =
@@ -116,7 +134,10 @@ void CudaSampleRows(Device& be, cudaStream_t stream, const DeviceTensor& logits,
   try {
     k::SampleRows(logits.data<float>(), n, V, d_params.data<k::SampleRowParams>(),
                   d_tok.data<int32_t>(), d_cnt.data<int32_t>(), d_mask.data<int32_t>(),
-                  work.data<float>(), d_out.data<k::SampleRowResult>(), stream);
+                  d_bias_tok.data<int32_t>(),
+                  reinterpret_cast<const float*>(d_bias_val.data<int32_t>()),
+                  reinterpret_cast<const uint32_t*>(d_allowed.data<int32_t>()), work.data<float>(),
+                  d_out.data<k::SampleRowResult>(), stream);
   } catch (const std::exception& e) {
     throw Error(ErrorCode::kInternal, std::string("cuda backend SampleRows: ") + e.what());
   }
