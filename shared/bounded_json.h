@@ -70,8 +70,7 @@ nlohmann::json ParseBoundedJson(std::string_view text, const JsonLimits& limits 
                                 const std::function<bool()>& cancelled = {});
 // The same, keeping the order of object keys (the API layer's Json: a tool schema's properties
 // render into the prompt in the client's order).
-nlohmann::ordered_json ParseBoundedOrderedJson(std::string_view text,
-                                               const JsonLimits& limits = {},
+nlohmann::ordered_json ParseBoundedOrderedJson(std::string_view text, const JsonLimits& limits = {},
                                                const std::function<bool()>& cancelled = {});
 
 }  // namespace m3

@@ -10,8 +10,10 @@
 // It accepts what nlohmann::json::parse accepts (a UTF-8 byte order mark at the start is
 // skipped; strings must be valid UTF-8; \u escapes must pair their surrogates) and reports
 // numbers the same way: an integer that fits int64 (negative) or uint64 is an integer, every
-// other number a double; a double that overflows is an error of kind kNumberOverflow. The one
-// difference: a number literal longer than kMaxNumberChars is refused (kNumberTooLong).
+// other number a double; a double that overflows is an error of kind kNumberOverflow. The
+// differences: a number literal longer than kMaxNumberChars is refused (kNumberTooLong), and a
+// raw NUL byte is a syntax error wherever it is (nlohmann's lexer takes it for the end of the
+// input, so "0\0{{{" parsed as 0).
 #pragma once
 
 #include <cerrno>
@@ -179,8 +181,8 @@ class JsonTextReader {
     const size_t left = static_cast<size_t>(end_ - p_);
     for (const std::string_view word : {"true", "false", "null"}) {
       if (*p_ != static_cast<unsigned char>(word[0])) continue;
-      if (left < word.size() || std::string_view(reinterpret_cast<const char*>(p_), word.size()) !=
-                                    word) {
+      if (left < word.size() ||
+          std::string_view(reinterpret_cast<const char*>(p_), word.size()) != word) {
         return Syntax("invalid literal; expected '" + std::string(word) + "'");
       }
       p_ += word.size();

@@ -195,6 +195,19 @@ std::function<void(const net::HttpRequest&, int)> ApiServer::RefusalCounter() {
   };
 }
 
+std::function<net::HttpResponse(const std::string&)> ApiServer::ShutdownResponse() {
+  auto ctx = ctx_;
+  return [ctx](const std::string& target) {
+    const std::string_view path = std::string_view(target).substr(0, target.find('?'));
+    const std::optional<RouteInfo> route = Lookup(path);
+    ctx->metrics().RecordRequest(route ? route->label : "other", 503, 0.0);
+    return ErrorResponse(StyleOf(path), 503,
+                         "the server is shutting down: the request was still being prepared "
+                         "(parsed, rendered or tokenized) when the grace period ended",
+                         "server_shutting_down");
+  };
+}
+
 void ApiServer::Handle(net::HttpRequest&& request, std::shared_ptr<net::HttpExchange> exchange) {
   const auto arrival = std::chrono::steady_clock::now();
   const ServingContext& ctx = *ctx_;

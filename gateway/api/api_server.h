@@ -30,6 +30,10 @@ class ApiServer : public std::enable_shared_from_this<ApiServer> {
   // For HttpServerOptions::on_refusal: counts the server's own refusals (429 for body memory)
   // in m3_gateway_requests_total under the request's route.
   std::function<void(const net::HttpRequest& header, int status)> RefusalCounter();
+  // For HttpServerOptions::deadline_response: a 503 in the route's error shape (OpenAI's, or
+  // Anthropic's under /v1/messages) for a request still being prepared when the shutdown grace
+  // period ends, counted in the metrics.
+  std::function<net::HttpResponse(const std::string& target)> ShutdownResponse();
 
   enum class Route {
     kChat,
