@@ -10,11 +10,15 @@ and prints a table of each one's status and time. A 5xx, a hang or a time over t
 failure (exit status 1).
 
 The time is from the first byte sent to the answer's last byte, except for slowly sent bodies
-(from the last byte sent: the client's own pace is not the server's cost).
+(from the last byte sent: the client's own pace is not the server's cost). The gateway's CPU
+seconds over the same span are shown beside it (from /proc; --pid for a gateway already
+running): on a machine shared with other work the wall time is mostly waiting for a core, and
+the CPU time is what the body itself cost.
 
 Usage:
   scripts/body_sweep.py --build build                 # starts m3-engine and m3-gateway itself
   scripts/body_sweep.py --port 8000 --model-name m    # a gateway already running
+  scripts/body_sweep.py --port 8000 --pid 1234          # ... and its CPU time per request
 Options: --size BYTES (default: the gateway's limit, 64 MiB, less 4 KiB), --bound SECONDS,
 --only REGEX (shape/endpoint), --markdown FILE (the table as Markdown too).
 The CI part of this check is tests/api/body_sweep_test.cpp (a few shapes, smaller bodies).
@@ -440,6 +444,15 @@ def read_reply(sock, deadline):
         buf += data
 
 
+def cpu_seconds(pid):
+    """The process's user + system CPU seconds so far (None without a pid)."""
+    if not pid:
+        return None
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def send_request(port, path, body, mode, timeout, headers=()):
     """Sends one request; returns (Reply, seconds). mode: whole, chunked, slow, gzip."""
     sock = socket.create_connection(("127.0.0.1", port))
@@ -510,7 +523,7 @@ def start_stack(build, model_dir, model_name):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     procs.append(gateway)
     gport = int(wait_line(gateway, r"http=[^ ]*:(\d+)", "m3-gateway"))
-    return gport, procs
+    return gport, procs, gateway.pid
 
 
 def cases(model, size):
@@ -545,18 +558,21 @@ def main():
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--only", default="")
     ap.add_argument("--markdown", default="")
+    ap.add_argument("--pid", type=int, default=0, help="the gateway's pid, for its CPU time")
     args = ap.parse_args()
 
     procs = []
-    port = args.port
+    port, pid = args.port, args.pid
     if port is None:
-        port, procs = start_stack(args.build, args.model, args.model_name)
+        port, procs, pid = start_stack(args.build, args.model, args.model_name)
     rows, failures = [], 0
     try:
         for shape, ep, mode, body in cases(args.model_name, args.size):
             if args.only and not re.search(args.only, shape + "/" + ep):
                 continue
+            cpu0 = cpu_seconds(pid)
             reply, seconds = send_request(port, ENDPOINTS[ep], body, mode, args.timeout)
+            cpu = cpu_seconds(pid) - cpu0 if pid else float("nan")
             code = ""
             m = re.search(rb'"code":"([a-z_]+)"', reply.body[:2000])
             if m:
@@ -566,10 +582,10 @@ def main():
                 code = m.group(1).decode() if m else ""
             bad = reply.status == 0 or reply.status >= 500 or seconds > args.bound
             failures += bad
-            row = (shape, ep, len(body), reply.status, seconds, code or reply.error, bad)
+            row = (shape, ep, len(body), reply.status, seconds, cpu, code or reply.error, bad)
             rows.append(row)
-            print("%-34s %-13s %10d  %3d  %7.3f s  %-24s %s" %
-                  (shape, ep, len(body), reply.status, seconds, code or reply.error,
+            print("%-34s %-13s %10d  %3d  %7.3f s  cpu %6.3f s  %-24s %s" %
+                  (shape, ep, len(body), reply.status, seconds, cpu, code or reply.error,
                    "FAIL" if bad else ""), flush=True)
     finally:
         for p in reversed(procs):
@@ -580,11 +596,11 @@ def main():
                 p.kill()
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write("| shape | endpoint | bytes | status | seconds | code |\n")
-            f.write("|---|---|---:|---:|---:|---|\n")
-            for shape, ep, n, status, s, code, bad in rows:
-                f.write("| %s | %s | %d | %d | %.3f%s | %s |\n" %
-                        (shape, ep, n, status, s, " **over**" if bad else "", code))
+            f.write("| shape | endpoint | bytes | status | seconds | gateway CPU s | code |\n")
+            f.write("|---|---|---:|---:|---:|---:|---|\n")
+            for shape, ep, n, status, s, cpu, code, bad in rows:
+                f.write("| %s | %s | %d | %d | %.3f%s | %.2f | %s |\n" %
+                        (shape, ep, n, status, s, " **over**" if bad else "", cpu, code))
     worst = max(rows, key=lambda r: r[4]) if rows else None
     print("%d cases, %d over the bound / 5xx / unanswered%s" %
           (len(rows), failures,

@@ -215,7 +215,7 @@ std::string CheckApiRequest(std::string_view body, uint8_t which) {
         (void)openai::ParseChatRequest(j, model, limits);
         break;
       case 1:
-        (void)openai::ParseCompletionRequest(j, model, limits);
+        (void)openai::ParseCompletionRequest(j, model, limits, /*vocab_size=*/200064);
         break;
       case 2:
         (void)anthropic::ParseMessagesRequest(j, model, limits,
