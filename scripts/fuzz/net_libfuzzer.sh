@@ -30,6 +30,7 @@ $CXX -std=c++20 -O1 -g -fno-omit-frame-pointer \
   "$root/gateway/openai/request_error.cpp" "$root/gateway/openai/chat_template_kwargs.cpp" \
   "$root/gateway/anthropic/messages_request.cpp" \
   "$root/shared/error.cpp" "$root/shared/bounded_json.cpp" "$root/shared/generation_config.cpp" \
+  "$root/shared/json_file.cpp" \
   $(pkg-config --cflags --libs libutf8proc) -o "$work/m3-net-libfuzzer"
 # Seeds: one request of each kind (first byte: even = HTTP, odd = JSON).
 printf '\000GET /health HTTP/1.1\r\nHost: x\r\n\r\n' > "$work/corpus/http_get"

@@ -58,8 +58,8 @@ RawReply Post(uint16_t port, const std::string& target, const std::string& body,
     // Ten pieces over ~1 s: well within the read timeout; the clock starts at the last.
     const size_t step = body.size() / 10 + 1;
     for (size_t i = 0; sent && i < body.size(); i += step) {
+      if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
       sent = SendAll(fd, body.substr(i, step));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     t0 = Clock::now();
   } else {
@@ -163,15 +163,21 @@ TEST_CASE("hostile 16 MiB bodies on the JSON endpoints are answered within the b
        Send::kSlow},
   };
   for (const Case& c : cases) {
+    const double cpu0 = CpuSeconds(gateway.pid());
     const RawReply r = Post(port, c.target, c.body, c.how);
-    MESSAGE(c.what, " (", c.body.size(), " bytes): ", r.status, " in ", r.seconds, " s");
-    CAPTURE(c.what);
+    const double cpu = CpuSeconds(gateway.pid()) - cpu0;
+    const std::string what = c.what;
+    MESSAGE(what, " (", c.body.size(), " bytes): ", r.status, " in ", r.seconds, " s, ", cpu,
+            " s of gateway CPU");
+    CAPTURE(what);
     CAPTURE(r.text.substr(0, 400));
     CHECK(r.status >= 200);
     CHECK(r.status < 500);
-    // 1.5 s is the bound on a quiet dev machine at 64 MiB (scripts/body_sweep.py); these are a
-    // quarter of that size, the margin is for CI's two loaded cores.
-    CHECK(r.seconds < 3.0);
+    // The bound is 1.5 s at 64 MiB on a quiet dev machine (scripts/body_sweep.py); these are a
+    // quarter of that size. The gateway's CPU time is the check, as CI's two cores are shared
+    // (wall time there is mostly waiting for a core); the wall bound catches hangs.
+    CHECK(cpu < 1.5);
+    CHECK(r.seconds < 30.0);
   }
   CHECK(ApiCall(port, "POST", "/tokenize", R"({"model":"chat-e2e","prompt":"x"})").status == 200);
 }
