@@ -482,8 +482,9 @@ def send_request(port, path, body, mode, timeout, headers=()):
             pieces = 20
             step = max(1, len(body) // pieces)
             for i in range(0, len(body), step):
+                if i > 0:
+                    time.sleep(0.2)
                 sock.sendall(body[i:i + step])
-                time.sleep(0.2)
             t0 = time.monotonic()
             deadline = t0 + timeout
         else:

@@ -155,6 +155,23 @@ std::optional<net::HttpResponse> Refusal(const ServingContext& ctx, const net::H
           "the body must be JSON (Content-Type: application/json), not " + type.substr(0, 100),
           "unsupported_media_type");
     }
+    // RFC 9110 15.5.16: a content coding the server does not decode is a 415, not a body to
+    // read as JSON (a gzip body would otherwise be "not valid JSON").
+    std::string coding(head[http::field::content_encoding]);
+    coding.erase(std::remove_if(coding.begin(), coding.end(),
+                                [](unsigned char c) { return std::isspace(c); }),
+                 coding.end());
+    std::transform(coding.begin(), coding.end(), coding.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (!coding.empty() && coding != "identity") {
+      net::HttpResponse res =
+          ErrorResponse(style, 415,
+                        "request bodies are not decoded: send it without Content-Encoding (got '" +
+                            coding.substr(0, 100) + "')",
+                        "unsupported_content_encoding");
+      res.set(http::field::accept_encoding, "identity");
+      return res;
+    }
   }
   if ((route->route == Route::kChat || route->route == Route::kCompletions ||
        route->route == Route::kMessages) &&

@@ -1,6 +1,7 @@
 // The OpenAI-compatible API's route table: method + path -> handler, with the refusals that
 // need only the request head decided before any body byte is read (unknown path 404, wrong
-// method 405, missing or wrong API key 401, a body that is not JSON 415, a saturated server
+// method 405, missing or wrong API key 401, a body that is not JSON or comes with a
+// Content-Encoding 415, a saturated server
 // 429). Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{name}],
 // POST /tokenize, POST /detokenize, POST /v1/preprocess, the Anthropic Messages API's POST
 // /v1/messages and POST /v1/messages/count_tokens (API keys apply to all of these, sent as

@@ -1,8 +1,9 @@
 // Hostile bodies against the real gateway, the CI share of scripts/body_sweep.py (which sends
 // every shape near the 64 MiB limit to every JSON endpoint): a few of the costliest shapes at
-// 16 MiB, sent whole, chunked and slowly, answered (200 or 4xx) within the bound; a client
-// that leaves while its large body is being prepared stops costing the gateway CPU; a chunked
-// body without a Content-Length is charged to the memory budget as it arrives.
+// 16 MiB, sent whole, chunked and slowly, answered (200 or 4xx) within the bound (a gzip body:
+// 415, bodies are not decoded); a client that leaves while its large body is being prepared
+// stops costing the gateway CPU; a chunked body without a Content-Length is charged to the
+// memory budget as it arrives.
 #include <doctest/doctest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -179,6 +180,14 @@ TEST_CASE("hostile 16 MiB bodies on the JSON endpoints are answered within the b
     CHECK(cpu < 1.5);
     CHECK(r.seconds < 30.0);
   }
+  // Bodies are not decoded: a gzip body is a 415 naming the coding, not "invalid JSON".
+  const ApiReply gz = ApiCall(port, "POST", "/tokenize", R"({"model":"chat-e2e","prompt":"x"})",
+                              {{"Content-Type", "application/json"}, {"Content-Encoding", "gzip"}});
+  CHECK(gz.status == 415);
+  CHECK(gz.body.find("unsupported_content_encoding") != std::string::npos);
+  CHECK(ApiCall(port, "POST", "/tokenize", R"({"model":"chat-e2e","prompt":"x"})",
+                {{"Content-Encoding", "identity"}})
+            .status == 200);
   CHECK(ApiCall(port, "POST", "/tokenize", R"({"model":"chat-e2e","prompt":"x"})").status == 200);
 }
 
