@@ -4,7 +4,7 @@
 # OpenAI / Anthropic request readers behind ParseRequestBody, differentially against nlohmann's
 # parser) with clang under ASan and UBSan, and runs it for RUNS inputs (default 10 million) from
 # the seed corpus in WORK/corpus. An input slower than M3_NET_FUZZ_NS_PER_BYTE (default 2000 ns
-# per byte, floor M3_NET_FUZZ_FLOOR_US = 5000) is a finding, like a crash.
+# of CPU per byte, floor M3_NET_FUZZ_FLOOR_US = 5000) is a finding, like a crash.
 # Usage: [M3_NET_FUZZ_TARGET=http|json] scripts/fuzz/net_libfuzzer.sh WORK [RUNS] [flags...]
 # (M3_NET_FUZZ_TARGET fuzzes one target; unset, the first input byte picks it.)
 # Only these few sources are compiled, so it needs neither the CMake build nor the media stack.
