@@ -1,10 +1,12 @@
-// The bounded JSON parser (see bounded_json.h). nlohmann's SAX parser reads the text; this
-// handler builds the value itself. nlohmann's callback parser (parse with a parser_callback_t)
-// is not used: each time an object closes it scans every element of the enclosing container
-// for a discarded value, which costs O(siblings) per object and O(n^2) for a body of n sibling
+// The bounded JSON parser (see bounded_json.h). JsonTextReader reads the text; this handler
+// builds the value itself. nlohmann's callback parser (parse with a parser_callback_t) is not
+// used: each time an object closes it scans every element of the enclosing container for a
+// discarded value, which costs O(siblings) per object and O(n^2) for a body of n sibling
 // objects (an array of 200k content parts, an object of 80k object-valued keys). Here each
 // event does O(1) work (O(log k) for an insert into an object of k keys).
 #include "shared/bounded_json.h"
+
+#include "shared/json_text_reader.h"
 
 #include <optional>
 #include <type_traits>
@@ -32,9 +34,7 @@ class BoundedDomBuilder {
   bool boolean(bool v) { return Value(json(v)); }
   bool number_integer(typename json::number_integer_t v) { return Value(json(v)); }
   bool number_unsigned(typename json::number_unsigned_t v) { return Value(json(v)); }
-  bool number_float(typename json::number_float_t v, const typename json::string_t&) {
-    return Value(json(v));
-  }
+  bool number_float(typename json::number_float_t v) { return Value(json(v)); }
   bool string(typename json::string_t& v) {
     if (v.size() > limits_.max_string_bytes) {
       return Fail(ErrorCode::kTooLarge,
@@ -45,12 +45,8 @@ class BoundedDomBuilder {
     if (!Grow(v.size())) return false;
     return Value(json(std::move(v)));
   }
-  bool binary(typename json::binary_t&) {
-    return Fail(ErrorCode::kInvalidArgument, "binary values are not JSON", "invalid_json");
-  }
-
-  bool start_object(std::size_t) { return Open(nlohmann::detail::value_t::object); }
-  bool start_array(std::size_t) { return Open(nlohmann::detail::value_t::array); }
+  bool start_object() { return Open(nlohmann::detail::value_t::object); }
+  bool start_array() { return Open(nlohmann::detail::value_t::array); }
 
   bool key(typename json::string_t& k) {
     Frame& f = stack_.back();
@@ -82,17 +78,27 @@ class BoundedDomBuilder {
     return true;
   }
 
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) {
-    // id 406: a number that does not fit in a double ("number overflow parsing '1e999'").
-    if (ex.id == 406) {
-      const std::string field = PendingField();
-      return Fail(ErrorCode::kInvalidArgument,
-                  std::string(field.empty() ? "a number in the body" : "'" + field + "'") +
-                      " is too large for a double (" + Detail(ex) + ")",
-                  "number_overflow");
+  void read_error(JsonReadFailure failure, const std::string& message) {
+    const std::string field = PendingField();
+    const std::string where = field.empty() ? "a number in the body" : "'" + field + "'";
+    switch (failure) {
+      case JsonReadFailure::kNumberOverflow:
+        Fail(ErrorCode::kInvalidArgument, where + " is too large for a double (" + message + ")",
+             "number_overflow");
+        return;
+      case JsonReadFailure::kNumberTooLong:
+        Fail(ErrorCode::kInvalidArgument, where + " is not a usable number: " + message,
+             "number_too_long");
+        return;
+      case JsonReadFailure::kCancelled:
+        Fail(ErrorCode::kUnavailable, "the body's parse was abandoned: its client has left",
+             "cancelled");
+        return;
+      case JsonReadFailure::kSyntax:
+        Fail(ErrorCode::kInvalidArgument, "request body is not valid JSON: " + message,
+             "invalid_json");
+        return;
     }
-    return Fail(ErrorCode::kInvalidArgument, "request body is not valid JSON: " + Detail(ex),
-                "invalid_json");
   }
 
   std::optional<JsonBodyError>& error() { return error_; }
@@ -136,12 +142,6 @@ class BoundedDomBuilder {
     }
   }
 
-  static std::string Detail(const nlohmann::detail::exception& ex) {
-    std::string d = ex.what();
-    if (const size_t at = d.find("] "); at != std::string::npos) d = d.substr(at + 2);
-    return d.substr(0, 300);
-  }
-
   // Where the value now being read sits, e.g. "messages[3].content". The innermost frame's
   // value is still pending (an array's next index, an object's last key); outer frames hold
   // their open child (an array's last element).
@@ -167,7 +167,7 @@ class BoundedDomBuilder {
     // a long run of "[0]"); a number or a count over a limit names where it happened.
     if (!error_) {
       const std::string_view s = slug;
-      const bool named = s == "number_overflow" || s == "json_too_large";
+      const bool named = s == "number_overflow" || s == "number_too_long" || s == "json_too_large";
       error_.emplace(code, message, named ? PendingField() : "", slug);
     }
     return false;
@@ -238,16 +238,11 @@ class BoundedDomBuilder {
 };
 
 template <class Json>
-Json ParseBounded(std::string_view text, const JsonLimits& limits) {
-  // nlohmann's lexer takes a NUL byte for the end of the input, so "0\0{{{..." would parse as 0
-  // with the rest unread (found by the libFuzzer harness); JSON text never holds a raw NUL.
-  if (text.find('\0') != std::string_view::npos)
-    throw JsonBodyError(ErrorCode::kInvalidArgument,
-                        "request body is not valid JSON: it contains a NUL byte", "",
-                        "invalid_json");
+Json ParseBounded(std::string_view text, const JsonLimits& limits,
+                  const std::function<bool()>& cancelled) {
   Json root;
   BoundedDomBuilder<Json> builder(root, limits);
-  if (!Json::sax_parse(text.begin(), text.end(), &builder)) {
+  if (!JsonTextReader(text, builder, cancelled).Read()) {
     if (builder.error()) throw *builder.error();
     throw JsonBodyError(ErrorCode::kInvalidArgument, "request body is not valid JSON", "",
                         "invalid_json");
@@ -257,12 +252,14 @@ Json ParseBounded(std::string_view text, const JsonLimits& limits) {
 
 }  // namespace
 
-nlohmann::json ParseBoundedJson(std::string_view text, const JsonLimits& limits) {
-  return ParseBounded<nlohmann::json>(text, limits);
+nlohmann::json ParseBoundedJson(std::string_view text, const JsonLimits& limits,
+                                const std::function<bool()>& cancelled) {
+  return ParseBounded<nlohmann::json>(text, limits, cancelled);
 }
 
-nlohmann::ordered_json ParseBoundedOrderedJson(std::string_view text, const JsonLimits& limits) {
-  return ParseBounded<nlohmann::ordered_json>(text, limits);
+nlohmann::ordered_json ParseBoundedOrderedJson(std::string_view text, const JsonLimits& limits,
+                                               const std::function<bool()>& cancelled) {
+  return ParseBounded<nlohmann::ordered_json>(text, limits, cancelled);
 }
 
 }  // namespace m3

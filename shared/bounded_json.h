@@ -2,10 +2,12 @@
 // structural limits (depth, keys per object, items per array, string bytes, total values)
 // applied while the text is read, so a hostile body is refused at the first value over a limit
 // rather than after the whole tree is built. A number too large for a double is an error that
-// names the field it was in.
+// names the field it was in. The text is read by shared/json_text_reader.h (~1 GB/s, errors
+// that quote a few bytes, no recursion), and the parse can be cancelled.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -43,7 +45,8 @@ inline size_t TreeBytesFor(size_t body_bytes) {
 }
 
 // Why a body was refused. code(): kInvalidArgument for malformed JSON, nesting over the depth
-// limit or a number that overflows a double; kTooLarge for a count or size over its limit.
+// limit, a number that overflows a double or a number literal over 1,024 characters;
+// kTooLarge for a count or size over its limit; kUnavailable when the parse was cancelled.
 // field(): where in the body it happened ("temperature", "messages[3].content[0].text"), empty
 // for the top level, when no field had been read yet, and for malformed JSON or nesting.
 class JsonBodyError : public Error {
@@ -52,7 +55,7 @@ class JsonBodyError : public Error {
       : Error(code, message), field_(std::move(field)), slug_(std::move(slug)) {}
   const std::string& field() const { return field_; }
   // A short machine-readable name: "invalid_json", "json_too_deep", "json_too_large",
-  // "number_overflow".
+  // "number_overflow", "number_too_long", "cancelled".
   const std::string& slug() const { return slug_; }
 
  private:
@@ -60,11 +63,14 @@ class JsonBodyError : public Error {
   std::string slug_;
 };
 
-// Parses one JSON value (trailing data is an error). Throws JsonBodyError.
-nlohmann::json ParseBoundedJson(std::string_view text, const JsonLimits& limits = {});
+// Parses one JSON value (trailing data is an error). Throws JsonBodyError. `cancelled`
+// (optional) is asked every MiB of text (shared/json_text_reader.h); when it says yes the parse
+// stops with code kUnavailable, slug "cancelled" (a server passes "the client has left").
+nlohmann::json ParseBoundedJson(std::string_view text, const JsonLimits& limits = {},
+                                const std::function<bool()>& cancelled = {});
 // The same, keeping the order of object keys (the API layer's Json: a tool schema's properties
 // render into the prompt in the client's order).
-nlohmann::ordered_json ParseBoundedOrderedJson(std::string_view text,
-                                               const JsonLimits& limits = {});
+nlohmann::ordered_json ParseBoundedOrderedJson(std::string_view text, const JsonLimits& limits = {},
+                                               const std::function<bool()>& cancelled = {});
 
 }  // namespace m3

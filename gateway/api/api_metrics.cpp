@@ -44,17 +44,21 @@ ApiMetrics::ApiMetrics()
           "m3_gateway_queue_depth", "Media jobs waiting for a thread, by pool", {"pool"})) {}
 
 void ApiMetrics::WatchEngines(const engine_client::EngineRouter& router) {
+  // Engines are labelled by their place in the --engine list: /metrics is open to scrapers,
+  // and an engine's address (a host and port with no authentication of their own) is for
+  // callers with the gateway's key, where /ready lists each index with its address.
   registry_.AddScrapeHook([this, &router] {
-    for (const auto& e : router.endpoints()) {
-      engine_healthy_.WithLabels({e->address()}).Set(e->healthy() ? 1 : 0);
-      engine_outstanding_.WithLabels({e->address()}).Set(e->outstanding());
+    const auto& endpoints = router.endpoints();
+    for (size_t i = 0; i < endpoints.size(); ++i) {
+      const std::string label = std::to_string(i);
+      const auto& e = endpoints[i];
+      engine_healthy_.WithLabels({label}).Set(e->healthy() ? 1 : 0);
+      engine_outstanding_.WithLabels({label}).Set(e->outstanding());
       if (const auto h = e->last_health()) {
-        engine_spec_drafts_.WithLabels({e->address()})
-            .Set(static_cast<double>(h->spec_draft_tokens()));
-        engine_spec_accepted_.WithLabels({e->address()})
-            .Set(static_cast<double>(h->spec_accepted_tokens()));
-        engine_spec_verifies_.WithLabels({e->address()})
-            .Set(static_cast<double>(h->spec_verifies()));
+        engine_spec_drafts_.WithLabels({label}).Set(static_cast<double>(h->spec_draft_tokens()));
+        engine_spec_accepted_.WithLabels({label}).Set(
+            static_cast<double>(h->spec_accepted_tokens()));
+        engine_spec_verifies_.WithLabels({label}).Set(static_cast<double>(h->spec_verifies()));
       }
     }
   });

@@ -2,7 +2,8 @@
 // references for the hot path: requests by endpoint and status, request latency, time to first
 // token, inter-token latency, the gateway's own time before a request reaches an engine,
 // preprocessing time per modality, requests in flight, and (read at scrape time) the media
-// queue depth and each engine's health and outstanding requests.
+// queue depth and each engine's health and outstanding requests (labelled engine="0", "1", ...
+// by the engine's place in the --engine list, never by its address).
 #pragma once
 
 #include <memory>

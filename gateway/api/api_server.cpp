@@ -155,6 +155,23 @@ std::optional<net::HttpResponse> Refusal(const ServingContext& ctx, const net::H
           "the body must be JSON (Content-Type: application/json), not " + type.substr(0, 100),
           "unsupported_media_type");
     }
+    // RFC 9110 15.5.16: a content coding the server does not decode is a 415, not a body to
+    // read as JSON (a gzip body would otherwise be "not valid JSON").
+    std::string coding(head[http::field::content_encoding]);
+    coding.erase(std::remove_if(coding.begin(), coding.end(),
+                                [](unsigned char c) { return std::isspace(c); }),
+                 coding.end());
+    std::transform(coding.begin(), coding.end(), coding.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (!coding.empty() && coding != "identity") {
+      net::HttpResponse res =
+          ErrorResponse(style, 415,
+                        "request bodies are not decoded: send it without Content-Encoding (got '" +
+                            coding.substr(0, 100) + "')",
+                        "unsupported_content_encoding");
+      res.set(http::field::accept_encoding, "identity");
+      return res;
+    }
   }
   if ((route->route == Route::kChat || route->route == Route::kCompletions ||
        route->route == Route::kMessages) &&
@@ -192,6 +209,19 @@ std::function<void(const net::HttpRequest&, int)> ApiServer::RefusalCounter() {
   return [ctx](const net::HttpRequest& head, int status) {
     const std::optional<RouteInfo> route = Lookup(PathOf(head));
     ctx->metrics().RecordRequest(route ? route->label : "other", status, 0.0);
+  };
+}
+
+std::function<net::HttpResponse(const std::string&)> ApiServer::ShutdownResponse() {
+  auto ctx = ctx_;
+  return [ctx](const std::string& target) {
+    const std::string_view path = std::string_view(target).substr(0, target.find('?'));
+    const std::optional<RouteInfo> route = Lookup(path);
+    ctx->metrics().RecordRequest(route ? route->label : "other", 503, 0.0);
+    return ErrorResponse(StyleOf(path), 503,
+                         "the server is shutting down: the request was still being prepared "
+                         "(parsed, rendered or tokenized) when the grace period ended",
+                         "server_shutting_down");
   };
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "gateway/api/generation_launch.h"
+#include "gateway/api/prompt_limit.h"
 #include "gateway/openai/tool_call_constraint.h"
 #include "gateway/text/chat_format.h"
 
@@ -38,6 +39,7 @@ void StartChatGeneration(const ServingContext& ctx, openai::ChatRequest request,
             std::shared_ptr<ChatPrompt> p, std::exception_ptr error) {
           try {
             if (error) std::rethrow_exception(error);
+            if (p->prompt.over_max_ids) ThrowPromptOverContext(ctx, "messages");
             GenerationJob job;
             job.request_id = ctx.NewId(spec.id_prefix);
             job.prompt_ids = p->prompt.ids;  // p keeps its own: the formatter reads it
@@ -65,7 +67,7 @@ void StartChatGeneration(const ServingContext& ctx, openai::ChatRequest request,
             exchange->Respond(ErrorResponseFor(std::current_exception(), spec.style));
           }
         },
-        [exchange] { return !exchange->connected(); });
+        [exchange] { return !exchange->connected(); }, GenerationMaxIds(ctx));
   } catch (...) {
     exchange->Respond(ErrorResponseFor(std::current_exception(), style));
   }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "gateway/api/chat_generation.h"
+#include "gateway/api/client_gone.h"
 #include "gateway/api/error_response.h"
 #include "gateway/api/generation_launch.h"
 #include "gateway/openai/output_options.h"
@@ -18,9 +19,9 @@ void Run(const ServingContext& ctx, const std::string& body,
          const std::shared_ptr<net::HttpExchange>& exchange, Clock::time_point arrival,
          std::shared_ptr<void> admission) {
   try {
-    openai::ChatRequest req =
-        openai::ParseChatRequest(openai::ParseRequestBody(body, ctx.options().limits),
-                                 ctx.served_model(), ctx.options().limits);
+    openai::ChatRequest req = openai::ParseChatRequest(
+        openai::ParseRequestBody(body, ctx.options().limits, ClientGone(exchange)),
+        ctx.served_model(), ctx.options().limits);
     ChatGenerationSpec spec;
     spec.id_prefix = "chatcmpl-";
     spec.make_formatter = [&ctx](const ChatPrompt& p, const std::string& id) {

@@ -4,6 +4,8 @@
 // the same tokens.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -27,8 +29,10 @@ using PromptDone =
 // under a millisecond), else on the worker pool; requests with media are prechecked here
 // (throws ParamError: refused URLs are answered before anything is queued) and built on the
 // worker that finishes their last item. `done` runs once (not when this throws). `abandoned`
-// (optional) tells the media stage that the client has gone, so it stops working for it.
+// (optional) tells the media stage and the prompt's build that the client has gone, so they
+// stop working for it. `max_ids`: PromptBuilder::Build's (prompt_limit.h); a prompt over it
+// reaches `done` with prompt.over_max_ids set, for the caller to refuse in its own words.
 void StartChatPrompt(const ServingContext& ctx, openai::ChatRequest request, bool inline_ok,
-                     PromptDone done, MediaAbandoned abandoned = {});
+                     PromptDone done, MediaAbandoned abandoned = {}, size_t max_ids = SIZE_MAX);
 
 }  // namespace m3::api

@@ -3,8 +3,10 @@
 
 #include <utility>
 
+#include "gateway/api/client_gone.h"
 #include "gateway/api/error_response.h"
 #include "gateway/api/generation_launch.h"
+#include "gateway/api/prompt_limit.h"
 #include "gateway/openai/completion_request.h"
 #include "gateway/openai/output_options.h"
 #include "gateway/openai/request_body.h"
@@ -19,11 +21,14 @@ void Run(const ServingContext& ctx, const std::string& body,
          const std::shared_ptr<net::HttpExchange>& exchange, Clock::time_point arrival,
          std::shared_ptr<void> admission) {
   try {
-    const openai::CompletionRequest req =
-        openai::ParseCompletionRequest(openai::ParseRequestBody(body, ctx.options().limits),
-                                       ctx.served_model(), ctx.options().limits, ctx.vocab_size());
+    const openai::CompletionRequest req = openai::ParseCompletionRequest(
+        openai::ParseRequestBody(body, ctx.options().limits, ClientGone(exchange)),
+        ctx.served_model(), ctx.options().limits, ctx.vocab_size());
     GenerationJob job;
-    job.prompt_ids = req.prompt_is_ids ? req.prompt_ids : ctx.tokenizer().Encode(req.prompt, true);
+    job.prompt_ids = req.prompt_is_ids
+                         ? req.prompt_ids
+                         : ctx.tokenizer().Encode(req.prompt, true, GenerationMaxIds(ctx));
+    if (job.prompt_ids.size() > GenerationMaxIds(ctx)) ThrowPromptOverContext(ctx, "prompt");
     if (job.prompt_ids.empty()) {
       throw openai::RequestError(ErrorCode::kInvalidArgument, "the prompt is empty", "prompt",
                                  "invalid_value");

@@ -19,10 +19,13 @@ void HandleReady(const ServingContext& ctx, net::HttpExchange& exchange, bool de
   std::string states;
   const auto& endpoints = ctx.router().endpoints();
   int64_t healthy = 0;
-  for (const auto& e : endpoints) {
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    const auto& e = endpoints[i];
     const std::string state(engine_client::EndpointStateName(e->state()));
     healthy += e->healthy() ? 1 : 0;
-    nlohmann::json entry = {{"state", state}, {"healthy", e->healthy()}};
+    // "engine": the label /metrics uses for it.
+    nlohmann::json entry = {
+        {"engine", std::to_string(i)}, {"state", state}, {"healthy", e->healthy()}};
     if (details) {
       entry["address"] = e->address();
       entry["outstanding"] = e->outstanding();

@@ -7,8 +7,10 @@
 #include "gateway/anthropic/messages_request.h"
 #include "gateway/api/chat_generation.h"
 #include "gateway/api/chat_prompt.h"
+#include "gateway/api/client_gone.h"
 #include "gateway/api/error_response.h"
 #include "gateway/api/generation_launch.h"
+#include "gateway/api/prompt_limit.h"
 #include "gateway/net/http_server.h"
 #include "gateway/openai/output_options.h"
 #include "gateway/openai/request_body.h"
@@ -24,8 +26,8 @@ void Run(const ServingContext& ctx, const std::string& body,
          std::shared_ptr<void> admission) {
   try {
     anthropic::MessagesRequest req = anthropic::ParseMessagesRequest(
-        openai::ParseRequestBody(body, ctx.options().limits), ctx.served_model(),
-        ctx.options().limits, anthropic::MessagesEndpoint::kCreate);
+        openai::ParseRequestBody(body, ctx.options().limits, ClientGone(exchange)),
+        ctx.served_model(), ctx.options().limits, anthropic::MessagesEndpoint::kCreate);
     ChatGenerationSpec spec;
     spec.id_prefix = "msg_";
     spec.style = kStyle;
@@ -50,17 +52,22 @@ void CountTokens(const ServingContext& ctx, const std::string& body,
                  const std::shared_ptr<net::HttpExchange>& exchange) {
   try {
     anthropic::MessagesRequest req = anthropic::ParseMessagesRequest(
-        openai::ParseRequestBody(body, ctx.options().limits), ctx.served_model(),
-        ctx.options().limits, anthropic::MessagesEndpoint::kCountTokens);
+        openai::ParseRequestBody(body, ctx.options().limits, ClientGone(exchange)),
+        ctx.served_model(), ctx.options().limits, anthropic::MessagesEndpoint::kCountTokens);
     // The prompt a generation would get, media placeholders included.
     StartChatPrompt(
         ctx, std::move(req.chat), body.size() <= ServingContext::kInlineBodyBytes,
         [exchange](std::shared_ptr<ChatPrompt> p, std::exception_ptr error) {
-          if (error) return exchange->Respond(ErrorResponseFor(error, kStyle));
-          const nlohmann::json out = {{"input_tokens", p->prompt.ids.size()}};
-          exchange->Respond(net::JsonResponse(200, out.dump()));
+          try {
+            if (error) std::rethrow_exception(error);
+            if (p->prompt.over_max_ids) ThrowOverCountLimit("messages");
+            const nlohmann::json out = {{"input_tokens", p->prompt.ids.size()}};
+            exchange->Respond(net::JsonResponse(200, out.dump()));
+          } catch (...) {
+            exchange->Respond(ErrorResponseFor(std::current_exception(), kStyle));
+          }
         },
-        [exchange] { return !exchange->connected(); });
+        [exchange] { return !exchange->connected(); }, kMaxCountedTokens);
   } catch (...) {
     exchange->Respond(ErrorResponseFor(std::current_exception(), kStyle));
   }

@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "gateway/api/chat_prompt.h"
+#include "gateway/api/client_gone.h"
 #include "gateway/api/error_response.h"
+#include "gateway/api/prompt_limit.h"
 #include "gateway/net/http_server.h"
 #include "gateway/openai/request_body.h"
 #include "gateway/openai/request_common.h"
@@ -33,7 +35,7 @@ void Answer(const ServingContext& ctx, net::HttpExchange& exchange, const std::v
 void Tokenize(const ServingContext& ctx, const std::string& text,
               const std::shared_ptr<net::HttpExchange>& exchange) {
   try {
-    Json body = openai::ParseRequestBody(text, ctx.options().limits);
+    Json body = openai::ParseRequestBody(text, ctx.options().limits, ClientGone(exchange));
     const openai::FieldReader fields(body, "");
     const openai::ServedModel model = ctx.served_model();
     openai::ParseModel(fields, model);
@@ -48,7 +50,9 @@ void Tokenize(const ServingContext& ctx, const std::string& text,
     if (has_prompt) {
       const std::string prompt = fields.RequiredString("prompt");
       const bool special = fields.Bool("add_special_tokens").value_or(true);
-      return Answer(ctx, *exchange, ctx.tokenizer().Encode(prompt, special), token_strs);
+      const std::vector<int32_t> ids = ctx.tokenizer().Encode(prompt, special, kMaxCountedTokens);
+      if (ids.size() > kMaxCountedTokens) ThrowOverCountLimit("prompt");
+      return Answer(ctx, *exchange, ids, token_strs);
     }
     // The chat fields as a chat completion reads them; /tokenize's own are not sampling fields.
     body.erase("return_token_strs");
@@ -57,10 +61,15 @@ void Tokenize(const ServingContext& ctx, const std::string& text,
     StartChatPrompt(
         ctx, std::move(req), text.size() <= ServingContext::kInlineBodyBytes,
         [&ctx, exchange, token_strs](std::shared_ptr<ChatPrompt> p, std::exception_ptr error) {
-          if (error) return exchange->Respond(ErrorResponseFor(error));
-          Answer(ctx, *exchange, p->prompt.ids, token_strs);
+          try {
+            if (error) std::rethrow_exception(error);
+            if (p->prompt.over_max_ids) ThrowOverCountLimit("messages");
+            Answer(ctx, *exchange, p->prompt.ids, token_strs);
+          } catch (...) {
+            exchange->Respond(ErrorResponseFor(std::current_exception()));
+          }
         },
-        [exchange] { return !exchange->connected(); });
+        [exchange] { return !exchange->connected(); }, kMaxCountedTokens);
   } catch (...) {
     exchange->Respond(ErrorResponseFor(std::current_exception()));
   }
@@ -68,7 +77,7 @@ void Tokenize(const ServingContext& ctx, const std::string& text,
 
 void Detokenize(const ServingContext& ctx, const std::string& text, net::HttpExchange& exchange) {
   try {
-    const Json body = openai::ParseRequestBody(text, ctx.options().limits);
+    const Json body = openai::ParseRequestBody(text, ctx.options().limits, ClientGone(exchange));
     const openai::FieldReader fields(body, "");
     openai::ParseModel(fields, ctx.served_model());
     const Json* tokens = fields.Array("tokens");

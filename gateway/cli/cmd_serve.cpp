@@ -185,6 +185,7 @@ int RunApiServer(const ServeArgs& a, const net::HttpServerOptions& http_options,
   auto api_server = std::make_shared<api::ApiServer>(ctx);
   net::HttpServerOptions counted_options = http_options;
   counted_options.on_refusal = api_server->RefusalCounter();
+  counted_options.deadline_response = api_server->ShutdownResponse();
   net::HttpServer http(counted_options, api_server->Handler(), api_server->HeaderCheck());
   http.Start();
   std::printf("m3-gateway serve: http=%s:%u model=%s engines=%zu healthy=%zu routing=%s\n",

@@ -227,6 +227,22 @@ class Session : public std::enable_shared_from_this<Session> {
     return !closed_;
   }
 
+  // From any thread, at the end of Stop's grace period: a request whose handler has neither
+  // answered nor started a stream gets options.deadline_response (its connection then closes).
+  // True when it did.
+  bool AnswerAtDeadline() {
+    const auto& make = core_->options.deadline_response;
+    if (!make) return false;
+    std::lock_guard lock(mu_);
+    if (closed_ || phase_ != Phase::kWaiting) return false;
+    phase_ = Phase::kWhole;
+    asio::post(strand_, [self = shared_from_this(), r = make(req_target_)]() mutable {
+      self->keep_alive_ = false;
+      self->WriteWhole(std::move(r));
+    });
+    return true;
+  }
+
   // The handler let go of the exchange. Without an answer the client gets a 500 (rather than
   // waiting forever); a stream that was never ended is cut off, so it cannot pass for complete.
   void Abandon(uint64_t seq) {
@@ -595,6 +611,7 @@ class Session : public std::enable_shared_from_this<Session> {
   unsigned req_version_ = 11;
   bool req_keep_alive_ = true;
   bool req_head_ = false;
+  std::string req_target_;  // for deadline_response
   std::function<void()> on_disconnect_;
   std::deque<std::string> queue_;  // stream bytes not yet handed to the socket
   uint64_t queued_bytes_ = 0;      // in queue_ and in the write under way
@@ -639,6 +656,7 @@ void Session::Dispatch() {
     req_version_ = version_;
     req_keep_alive_ = keep_alive_;
     req_head_ = head_;
+    req_target_ = std::string(request.target());
   }
   auto exchange = std::make_shared<Exchange>(shared_from_this(), seq);
   try {
@@ -784,8 +802,23 @@ void HttpServer::Stop(std::chrono::milliseconds grace, const std::function<void(
   while (core_->in_flight.load() > 0 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (at_deadline && core_->in_flight.load() > 0) {
-    at_deadline();
+  if ((at_deadline || core_->options.deadline_response) && core_->in_flight.load() > 0) {
+    if (at_deadline) at_deadline();
+    // Requests still being prepared (no response begun) get their error answer too.
+    std::vector<std::shared_ptr<Session>> waiting;
+    {
+      std::lock_guard lock(core_->mu);
+      for (auto& entry : core_->sessions) {
+        if (auto session = entry.second.lock()) waiting.push_back(std::move(session));
+      }
+    }
+    size_t answered = 0;
+    for (auto& session : waiting) answered += session->AnswerAtDeadline() ? 1 : 0;
+    waiting.clear();
+    if (answered > 0) {
+      Log(LogLevel::kWarn, "http server: ", answered,
+          " requests still being prepared at the end of the grace period answered with an error");
+    }
     // Bounded: a client that does not read its last bytes is closed on anyway.
     const auto flushed = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (core_->in_flight.load() > 0 && std::chrono::steady_clock::now() < flushed) {

@@ -61,6 +61,10 @@ struct HttpServerOptions {
   // Told of each request the server refuses itself for want of body memory (429), which never
   // reaches the handler, so the refusals can be counted with the handler's own answers.
   std::function<void(const HttpRequest& header, int status)> on_refusal;
+  // At the end of Stop's grace period, the answer for each request whose handler has neither
+  // answered nor started a stream (e.g. a prompt still being rendered or tokenized), by its
+  // request target; unset: such connections are closed without an answer.
+  std::function<HttpResponse(const std::string& target)> deadline_response;
   // After a request whose body reserved at least this much is answered, freed heap pages go
   // back to the system (malloc_trim): a large body's parse leaves hundreds of MB resident
   // otherwise. 0: never.
@@ -95,7 +99,8 @@ class HttpServer {
   // then closes every connection (running handlers see a disconnect) and stops the threads.
   // Exchanges used after this are no-ops. `at_deadline` (optional) runs when the grace period
   // ends with requests still in flight: it ends them with what their clients are to read last
-  // (a stream's error event and end), which is given up to a second to be written before the
+  // (a stream's error event and end); then requests with no response begun get
+  // options.deadline_response. Both are given up to a second to be written before the
   // connections close.
   void Stop(std::chrono::milliseconds grace, const std::function<void()>& at_deadline = {});
   // Requests dispatched whose response has not been fully written.

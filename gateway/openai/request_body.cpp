@@ -7,7 +7,8 @@
 
 namespace m3::openai {
 
-Json ParseRequestBody(std::string_view body, const ApiLimits& limits) {
+Json ParseRequestBody(std::string_view body, const ApiLimits& limits,
+                      const std::function<bool()>& cancelled) {
   if (body.size() > limits.max_body_bytes) {
     throw RequestError(ErrorCode::kTooLarge,
                        "request body is " + std::to_string(body.size()) +
@@ -18,7 +19,7 @@ Json ParseRequestBody(std::string_view body, const ApiLimits& limits) {
   try {
     JsonLimits json_limits = limits.json;
     if (json_limits.max_tree_bytes == 0) json_limits.max_tree_bytes = TreeBytesFor(body.size());
-    j = ParseBoundedOrderedJson(body, json_limits);
+    j = ParseBoundedOrderedJson(body, json_limits, cancelled);
   } catch (const JsonBodyError& e) {
     throw RequestError(e.code(), e.what(), e.field(),
                        e.slug() == "json_too_deep" ? "invalid_json" : e.slug());

@@ -22,29 +22,29 @@ void AppendJsonString(std::string& out, const std::string& s, bool ensure_ascii)
     std::snprintf(buf, sizeof(buf), "\\u%04x", v);
     out += buf;
   };
-  for (char32_t c : unicode::DecodeLossy(s)) {
+  auto emit = [&](char32_t c) {
     switch (c) {
       case '"':
         out += "\\\"";
-        continue;
+        return;
       case '\\':
         out += "\\\\";
-        continue;
+        return;
       case '\n':
         out += "\\n";
-        continue;
+        return;
       case '\r':
         out += "\\r";
-        continue;
+        return;
       case '\t':
         out += "\\t";
-        continue;
+        return;
       case '\b':
         out += "\\b";
-        continue;
+        return;
       case '\f':
         out += "\\f";
-        continue;
+        return;
       default:
         break;
     }
@@ -61,6 +61,27 @@ void AppendJsonString(std::string& out, const std::string& s, bool ensure_ascii)
     } else {
       unicode::AppendUtf8(out, c);
     }
+  };
+  // Runs of printable ASCII (nearly all of a tool schema or a prompt) are copied as they are;
+  // the rest is decoded a run of non-ASCII bytes at a time (lossy decoding never joins bytes
+  // across an ASCII byte, so this is the whole string's decoding), not the whole string into
+  // code points first (4 bytes per character: 256 MB for a 64 MB tool description).
+  const auto plain = [](unsigned char b) { return b >= 0x20 && b < 0x7F && b != '"' && b != '\\'; };
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    while (j < s.size() && plain(static_cast<unsigned char>(s[j]))) ++j;
+    out.append(s, i, j - i);
+    if (j == s.size()) break;
+    if (static_cast<unsigned char>(s[j]) < 0x80) {
+      emit(static_cast<unsigned char>(s[j]));
+      i = j + 1;
+      continue;
+    }
+    size_t k = j;
+    while (k < s.size() && static_cast<unsigned char>(s[k]) >= 0x80) ++k;
+    for (char32_t c : unicode::DecodeLossy(std::string_view(s).substr(j, k - j))) emit(c);
+    i = k;
   }
   out += '"';
 }

@@ -189,7 +189,7 @@ PromptBuilder PromptBuilder::FromModelDir(const std::string& model_dir,
 }
 
 AssembledPrompt PromptBuilder::Build(const PromptInput& input,
-                                     std::span<const MediaExpansion> media) const {
+                                     std::span<const MediaExpansion> media, size_t max_ids) const {
   const PlaceholderTokens& placeholders = options_.placeholders;
   const bool template_writes = options_.media_rendering == MediaRendering::kTemplate;
   auto marker_of = [&](MediaKind kind) -> const std::string& {
@@ -298,7 +298,12 @@ AssembledPrompt PromptBuilder::Build(const PromptInput& input,
   out.text.append(rendered, cursor, std::string::npos);
 
   // 4. Tokenize in one piece (the template already wrote BOS and the role markers).
-  out.ids = tokenizer_.Encode(out.text, /*add_special_tokens=*/false);
+  out.ids = tokenizer_.Encode(out.text, /*add_special_tokens=*/false, max_ids);
+  if (out.ids.size() > max_ids) {
+    // Only "too long" is known: the media checks below need the whole encoding.
+    out.over_max_ids = true;
+    return out;
+  }
 
   // 5. Assign placeholder tokens to the items in order and check them.
   out.media.resize(parts.size());

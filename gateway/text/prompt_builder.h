@@ -102,6 +102,8 @@ struct AssembledPrompt {
   std::string text;  // the rendered prompt with media expanded
   std::vector<int32_t> ids;
   std::vector<MediaSpan> media;  // per media item, in order of appearance
+  // Build's max_ids was passed: `ids` is a prefix of more than max_ids ids, `media` is empty.
+  bool over_max_ids = false;
 };
 
 class PromptBuilder {
@@ -124,7 +126,10 @@ class PromptBuilder {
   // that itself contains placeholder tokens), kUnprocessable (an item's placeholder tokens are
   // missing or do not match its count; the message names the item), template errors as
   // ChatTemplate::Render throws them.
-  AssembledPrompt Build(const PromptInput& input, std::span<const MediaExpansion> media) const;
+  // `max_ids`: tokenizing stops soon after the prompt passes this many tokens (over_max_ids), so
+  // a prompt far over the model's context costs its rendering, not a whole tokenization.
+  AssembledPrompt Build(const PromptInput& input, std::span<const MediaExpansion> media,
+                        size_t max_ids = SIZE_MAX) const;
 
   const tok::Tokenizer& tokenizer() const { return tokenizer_; }
   const PromptBuilderOptions& options() const { return options_; }

@@ -21,15 +21,24 @@ TokenizerImpl::TokenizerImpl(const Json& root) {
   vocab_size_ = std::max(model_->IdLimit(), static_cast<size_t>(added_.MaxId() + 1));
 }
 
-void TokenizerImpl::EncodePlain(std::string_view text, bool at_origin,
-                                std::vector<int32_t>& out) const {
+namespace {
+
+// Thrown out of the pre-tokenizer's callback once an encoding passes its max_ids.
+struct OverMaxIds {};
+
+}  // namespace
+
+void TokenizerImpl::EncodePlain(std::string_view text, bool at_origin, std::vector<int32_t>& out,
+                                size_t max_ids) const {
   const bool raw_bytes = pre_tokenizers_.output_raw_bytes();
-  pre_tokenizers_.Run(Piece{text, at_origin},
-                      [&](const Piece& piece) { model_->Tokenize(piece.text, raw_bytes, out); });
+  pre_tokenizers_.Run(Piece{text, at_origin}, [&](const Piece& piece) {
+    model_->Tokenize(piece.text, raw_bytes, out);
+    if (out.size() > max_ids) throw OverMaxIds{};
+  });
 }
 
 void TokenizerImpl::Encode(std::string_view input, bool add_special_tokens,
-                           std::vector<int32_t>& out) const {
+                           std::vector<int32_t>& out, size_t max_ids) const {
   std::string repaired;
   std::string_view text = input;
   if (!unicode::IsValidUtf8(input)) {
@@ -57,9 +66,16 @@ void TokenizerImpl::Encode(std::string_view input, bool add_special_tokens,
       if (ns.id >= 0) {
         out.push_back(ns.id);
       } else if (ns.end > ns.start) {
-        EncodePlain(part.substr(ns.start, ns.end - ns.start), rs.start == 0 && ns.start == 0, out);
+        try {
+          EncodePlain(part.substr(ns.start, ns.end - ns.start), rs.start == 0 && ns.start == 0, out,
+                      max_ids);
+        } catch (const OverMaxIds&) {
+          return;
+        }
       }
+      if (out.size() > max_ids) return;
     }
+    if (out.size() > max_ids) return;
   }
   if (add_special_tokens && post_processor_) post_processor_->Process(out);
 }
@@ -141,10 +157,11 @@ Tokenizer Tokenizer::FromParsed(const Json& root, const std::string& source) {
   }
 }
 
-std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special_tokens) const {
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special_tokens,
+                                       size_t max_ids) const {
   std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
-  impl_->Encode(text, add_special_tokens, ids);
+  ids.reserve(std::min(text.size() / 3, max_ids) + 4);
+  impl_->Encode(text, add_special_tokens, ids, max_ids);
   return ids;
 }
 

@@ -34,7 +34,12 @@ class Tokenizer {
 
   // Text is UTF-8; invalid sequences are replaced with U+FFFD first (as Rust's
   // String::from_utf8_lossy does). add_special_tokens runs the post-processor (BOS/EOS...).
-  std::vector<int32_t> Encode(std::string_view text, bool add_special_tokens = false) const;
+  // `max_ids`: the encoding stops soon after it passes this many ids, so a caller that only
+  // needs to know "too many" (a prompt over the context) does not pay for the whole text; the
+  // result then holds more than max_ids ids (a prefix of the full encoding, give or take the
+  // last word) and nothing else about it is meaningful.
+  std::vector<int32_t> Encode(std::string_view text, bool add_special_tokens = false,
+                              size_t max_ids = SIZE_MAX) const;
   // Throws m3::Error kInvalidArgument for an id outside [0, VocabSize()).
   std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 

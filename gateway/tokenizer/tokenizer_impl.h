@@ -2,6 +2,8 @@
 // pre-tokenizer chain, BPE model, post-processor and decoder, wired as `tokenizers` wires them.
 #pragma once
 
+#include <cstdint>
+
 #include <memory>
 #include <optional>
 #include <span>
@@ -22,7 +24,9 @@ class TokenizerImpl {
  public:
   explicit TokenizerImpl(const Json& root);
 
-  void Encode(std::string_view text, bool add_special_tokens, std::vector<int32_t>& out) const;
+  // Stops (without the post-processor) once `out` holds more than max_ids ids.
+  void Encode(std::string_view text, bool add_special_tokens, std::vector<int32_t>& out,
+              size_t max_ids = SIZE_MAX) const;
   std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 
   std::optional<int32_t> TokenToId(std::string_view token) const;
@@ -32,7 +36,8 @@ class TokenizerImpl {
 
  private:
   // Normalizes, pre-tokenizes and runs the model over one stretch of plain text.
-  void EncodePlain(std::string_view text, bool at_origin, std::vector<int32_t>& out) const;
+  void EncodePlain(std::string_view text, bool at_origin, std::vector<int32_t>& out,
+                   size_t max_ids) const;
 
   std::unique_ptr<Normalizer> normalizer_;
   PreTokenizerChain pre_tokenizers_;

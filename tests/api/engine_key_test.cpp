@@ -106,6 +106,11 @@ TEST_CASE("/ready details only with the API key; bearer in any case; completions
             .body.find(engine.address()) == std::string::npos);
   r = ApiCall(port, "GET", "/ready", "", {{"Authorization", "Bearer gw-key"}});
   CHECK(Json::parse(r.body)["engines"][0]["address"] == engine.address());
+  // The index /metrics labels the engine with (its address is for key holders only).
+  CHECK(Json::parse(r.body)["engines"][0]["engine"] == "0");
+  const ApiReply metrics = ApiCall(port, "GET", "/metrics");
+  CHECK(metrics.body.find("m3_gateway_engine_healthy{engine=\"0\"} 1") != std::string::npos);
+  CHECK(metrics.body.find(engine.address()) == std::string::npos);
   r = ApiCall(port, "GET", "/ready", "", {{"x-api-key", "gw-key"}});
   CHECK(Json::parse(r.body)["engines"][0]["address"] == engine.address());
 

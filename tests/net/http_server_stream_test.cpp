@@ -553,6 +553,45 @@ TEST_CASE("stream: Stop waits for a stream in flight, then closes; Stop(0) cuts 
   }
 }
 
+TEST_CASE("stream: at the grace period's end a request with no response begun gets the answer") {
+  // A handler still preparing (it holds the exchange, answers nothing) when Stop's grace period
+  // ends: its client reads deadline_response, not a bare close; a stream already started is
+  // left to at_deadline (here: cut), and a request answered in time is untouched.
+  Inbox held;
+  HttpServerOptions options;
+  std::string seen_target;
+  options.deadline_response = [&](const std::string& target) {
+    seen_target = target;
+    HttpResponse res = m3::net::JsonResponse(503, R"({"error":"shutting down"})");
+    return res;
+  };
+  HttpServer server(options,
+                    [&](HttpRequest&&, ExchangePtr exchange) { held.Put(std::move(exchange)); });
+  server.Start();
+  Client preparing(server.port());
+  preparing.Send(Get("/v1/preparing?x=1"));
+  ExchangePtr waiting = held.Take(0);
+  Client streaming(server.port());
+  streaming.Send(Get("/streaming"));
+  ExchangePtr stream = held.Take(1);
+  stream->StartStream(EventStreamHead());
+  REQUIRE(stream->Write(Event(0)));
+  REQUIRE(streaming.ReadUntil(Event(0)));
+  bool at_deadline_ran = false;
+  const auto t0 = Clock::now();
+  server.Stop(std::chrono::milliseconds(100), [&] { at_deadline_ran = true; });
+  CHECK(at_deadline_ran);
+  CHECK(Clock::now() - t0 < std::chrono::milliseconds(kWaitMs));
+  const Reply reply = preparing.Read();
+  CHECK(reply.status == 503);
+  CHECK(reply.body == R"({"error":"shutting down"})");
+  CHECK(seen_target == "/v1/preparing?x=1");
+  CHECK(preparing.WaitClosed());
+  // The handler's late answer is ignored (the exchange has its answer).
+  waiting->Respond(m3::net::JsonResponse(200, "{}"));
+  CHECK(streaming.WaitClosed());
+}
+
 TEST_CASE("stream: exchanges and Responders used or released after the server is gone") {
   Inbox held;
   std::vector<m3::net::Responder> responders;

@@ -80,6 +80,7 @@ class GatewayProcess {
 
   uint16_t http_port() const { return http_port_; }
   uint16_t grpc_port() const { return grpc_port_; }
+  pid_t pid() const { return pid_; }
   // Sends SIGTERM and returns the exit status (-1 when it had to be killed).
   int Terminate(int timeout_ms = 10000);
   const std::string& banner() const { return banner_; }

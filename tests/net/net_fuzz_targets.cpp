@@ -6,10 +6,15 @@
 #include <random>
 #include <vector>
 
+#include "gateway/anthropic/messages_request.h"
 #include "gateway/net/api_error.h"
 #include "gateway/net/http_request_parser.h"
 #include "gateway/net/request_json.h"
+#include "gateway/openai/chat_request.h"
+#include "gateway/openai/completion_request.h"
+#include "gateway/openai/request_body.h"
 #include "gateway/preprocess/preprocess_request.h"
+#include "shared/bounded_json.h"
 
 namespace m3::net::fuzz {
 namespace {
@@ -162,6 +167,75 @@ std::string CheckRequestJson(std::string_view body) {
       return "JSON deeper than the limit was parsed";
     } catch (const ParamError&) {
     }
+  }
+  return {};
+}
+
+namespace {
+
+// Empty when the bounded parser and nlohmann's agree on `body` (limits lifted).
+std::string JsonDisagreement(std::string_view body) {
+  JsonLimits open;
+  open.max_depth = 1 << 20;
+  open.max_object_keys = open.max_array_items = open.max_values = size_t{1} << 40;
+  open.max_key_bytes = open.max_string_bytes = size_t{1} << 40;
+  nlohmann::json theirs;
+  bool they_accept = true;
+  try {
+    theirs = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::exception&) {
+    they_accept = false;
+  }
+  try {
+    const nlohmann::json ours = ParseBoundedJson(body, open);
+    if (!they_accept) return "the bounded parser accepted what nlohmann refuses";
+    if (ours.dump() != theirs.dump()) return "the bounded parser built another value";
+  } catch (const JsonBodyError& e) {
+    // nlohmann's lexer takes a NUL byte for the end of the input; a raw NUL is never JSON.
+    const bool nul = body.find('\0') != std::string_view::npos;
+    if (they_accept && e.slug() != "number_too_long" && !nul) {
+      return std::string("the bounded parser refused what nlohmann accepts: ") + e.what();
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string CheckApiRequest(std::string_view body, uint8_t which) {
+  if (std::string d = JsonDisagreement(body); !d.empty()) return d;
+  openai::ServedModel model;
+  model.name = "m3";
+  model.max_model_len = 4096;
+  openai::ApiLimits limits;
+  try {
+    const openai::Json j = openai::ParseRequestBody(body, limits);
+    switch (which % 4) {
+      case 0:
+        (void)openai::ParseChatRequest(j, model, limits);
+        break;
+      case 1:
+        (void)openai::ParseCompletionRequest(j, model, limits, /*vocab_size=*/200064);
+        break;
+      case 2:
+        (void)anthropic::ParseMessagesRequest(j, model, limits,
+                                              anthropic::MessagesEndpoint::kCreate);
+        break;
+      default:
+        (void)anthropic::ParseMessagesRequest(j, model, limits,
+                                              anthropic::MessagesEndpoint::kCountTokens);
+    }
+  } catch (const openai::RequestError& e) {
+    if (e.http_status() < 400 || e.http_status() >= 500) {
+      return "RequestError with status " + std::to_string(e.http_status()) + ": " + e.what();
+    }
+    if (std::string(e.what()).empty()) return "a refusal without a message";
+  } catch (const Error& e) {
+    return "m3::Error that is not a RequestError: " + std::string(e.what());
+  } catch (const std::exception& e) {
+    return std::string("exception escaped: ") + e.what();
+  } catch (...) {
+    return "unknown exception escaped";
   }
   return {};
 }

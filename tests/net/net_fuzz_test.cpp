@@ -52,6 +52,34 @@ std::vector<std::string> JsonSeeds() {
   };
 }
 
+// OpenAI and Anthropic requests for the API request readers (CheckApiRequest).
+std::vector<std::string> ApiSeeds() {
+  return {
+      R"({"model":"m3","messages":[{"role":"system","content":"be brief"},{"role":"user",)"
+      R"("content":[{"type":"text","text":"hi \u00e9"},{"type":"image_url","image_url":)"
+      R"({"url":"https://a/b.png","detail":"low"}}]},{"role":"assistant","content":null,)"
+      R"("tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},)"
+      R"({"role":"tool","tool_call_id":"c1","content":"42"}],"tools":[{"type":"function",)"
+      R"("function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":)"
+      R"("string"}}}}}],"tool_choice":"auto","temperature":0.7,"top_p":0.9,"max_tokens":16,)"
+      R"("stop":["
+
+"],"stream":true,"stream_options":{"include_usage":true},"seed":-1,)"
+      R"("logprobs":true,"top_logprobs":2,"chat_template_kwargs":{"enable_thinking":false}})",
+      R"({"model":"m3","prompt":[[1,2,3],[4]],"max_tokens":8,"echo":false,"n":1,)"
+      R"("presence_penalty":-2,"frequency_penalty":0.5,"logprobs":1,"suffix":null})",
+      R"({"model":"m3","max_tokens":32,"system":[{"type":"text","text":"sys"}],"messages":[)"
+      R"({"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":)"
+      R"({"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]},{"role":)"
+      R"("assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},)"
+      R"({"type":"tool_use","id":"t1","name":"f","input":{"a":1}}]},{"role":"user","content":)"
+      R"([{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}],"tools":[{"name":"f",)"
+      R"("input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"f"},)"
+      R"("thinking":{"type":"enabled","budget_tokens":1024},"stop_sequences":["X"],)"
+      R"("top_k":5,"stream":false,"metadata":{"user_id":"u"}})",
+  };
+}
+
 // Tokens that matter to the grammar, for insertion at random places.
 const std::vector<std::string>& Tokens(bool http) {
   static const std::vector<std::string> kHttp = {"\r\n",
@@ -208,6 +236,12 @@ void Fuzz(const char* name, const std::vector<std::string>& seeds, bool http, Ch
 TEST_CASE("net fuzz: HTTP request parser") {
   Fuzz("http", HttpSeeds(), true, [](const std::string& input, uint64_t seed) {
     return m3::net::fuzz::CheckHttpRequest(input, seed);
+  });
+}
+
+TEST_CASE("net fuzz: API request readers (chat, completions, messages)") {
+  Fuzz("api", ApiSeeds(), false, [](const std::string& input, uint64_t i) {
+    return m3::net::fuzz::CheckApiRequest(input, static_cast<uint8_t>(i));
   });
 }
 

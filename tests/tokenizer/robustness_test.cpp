@@ -3,6 +3,7 @@
 // concurrent encoding.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -209,4 +210,23 @@ TEST_CASE("concurrent encoding gives the same ids as serial encoding") {
   }
   for (auto& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) CHECK(mismatches[t] == 0);
+}
+
+TEST_CASE("max_ids: encoding stops soon after the limit, on a prefix of the full encoding") {
+  const Tokenizer& tok = MiniMax();
+  std::string text;
+  for (const std::string& s : Corpus()) text += s + "\n";
+  while (text.size() < (4u << 20)) text += text;
+  const std::vector<int32_t> full = tok.Encode(text);
+  REQUIRE(full.size() > 1000);
+  for (const size_t limit : {size_t{0}, size_t{1}, size_t{100}, full.size() / 2}) {
+    CAPTURE(limit);
+    const std::vector<int32_t> part = tok.Encode(text, false, limit);
+    CHECK(part.size() > limit);
+    // Stopped within one pre-tokenized word of the limit, not at the end.
+    CHECK(part.size() < limit + 64);
+    CHECK(std::equal(part.begin(), part.begin() + static_cast<ptrdiff_t>(limit), full.begin()));
+  }
+  CHECK(tok.Encode(text, false, full.size()) == full);  // at the limit: the whole encoding
+  CHECK(tok.Encode("hello", true, 1000) == tok.Encode("hello", true));
 }
