@@ -63,12 +63,17 @@ BpeModel::BpeModel(const Json& model) {
   for (const auto& [token, id] : vocab_) {
     id_to_token_[id] = token;
     has_token_[id] = true;
+    // A token's spelling is at least as long as the piece bytes it stands for (byte-level
+    // characters take 1-2 bytes per byte, a metaspace 3 for a space; an unknown character, at
+    // most 4 bytes, one unk).
+    max_piece_bytes_per_id_ = std::max({max_piece_bytes_per_id_, token.size(), size_t{4}});
   }
 
   continuing_subword_prefix_ = Field<std::string>(model, "continuing_subword_prefix", "");
   end_of_word_suffix_ = Field<std::string>(model, "end_of_word_suffix", "");
   plain_symbols_ = continuing_subword_prefix_.empty() && end_of_word_suffix_.empty();
   fuse_unk_ = Field<bool>(model, "fuse_unk", false);
+  if (fuse_unk_) max_piece_bytes_per_id_ = 0;  // one unk for any run of unknown characters
   byte_fallback_ = Field<bool>(model, "byte_fallback", false);
   ignore_merges_ = Field<bool>(model, "ignore_merges", false);
   if (auto unk = Field<std::string>(model, "unk_token", ""); !unk.empty()) {

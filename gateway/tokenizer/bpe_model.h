@@ -30,6 +30,9 @@ class BpeModel {
   std::optional<int32_t> TokenToId(std::string_view token) const;
   const std::string* IdToToken(int32_t id) const;  // nullptr when no token has this id
   size_t IdLimit() const { return id_to_token_.size(); }
+  // The most bytes of a piece one id can stand for (0: no bound, fused unknowns): a piece of n
+  // bytes takes at least n / MaxPieceBytesPerId() ids.
+  size_t MaxPieceBytesPerId() const { return max_piece_bytes_per_id_; }
 
  private:
   struct Merge {
@@ -63,6 +66,7 @@ class BpeModel {
   std::array<int32_t, 256> byte_symbol_{};
   std::array<int32_t, 256> byte_fallback_id_{};  // id of "<0xXX>" per byte (-1: none)
   bool plain_symbols_ = true;  // no continuing_subword_prefix / end_of_word_suffix
+  size_t max_piece_bytes_per_id_ = 0;
   WordCache cache_;
 };
 

@@ -31,8 +31,18 @@ struct OverMaxIds {};
 void TokenizerImpl::EncodePlain(std::string_view text, bool at_origin, std::vector<int32_t>& out,
                                 size_t max_ids) const {
   const bool raw_bytes = pre_tokenizers_.output_raw_bytes();
+  const size_t per_id = model_->MaxPieceBytesPerId();
   pre_tokenizers_.Run(Piece{text, at_origin}, [&](const Piece& piece) {
-    model_->Tokenize(piece.text, raw_bytes, out);
+    std::string_view t = piece.text;
+    // A piece longer than the ids left can spell is over max_ids whatever it encodes to: only a
+    // prefix long enough to pass max_ids is encoded (a 40 MB word's BPE symbols took ~1 GB).
+    const size_t left = max_ids - std::min(max_ids, out.size());
+    if (max_ids != SIZE_MAX && per_id > 0 && t.size() / per_id > left) {
+      size_t cut = (left + 1) * per_id;
+      while (cut < t.size() && (static_cast<unsigned char>(t[cut]) & 0xC0) == 0x80) ++cut;
+      t = t.substr(0, cut);
+    }
+    model_->Tokenize(t, raw_bytes, out);
     if (out.size() > max_ids) throw OverMaxIds{};
   });
 }

@@ -2,6 +2,7 @@
 // unsupported tokenizer.json, ids out of range), decode round trips, the vocabulary API and
 // concurrent encoding.
 #include <doctest/doctest.h>
+#include <chrono>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -210,6 +211,26 @@ TEST_CASE("concurrent encoding gives the same ids as serial encoding") {
   }
   for (auto& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) CHECK(mismatches[t] == 0);
+}
+
+// One pre-tokenized word of 32 MB: its BPE symbols alone took ~1 GB; past the ids left it is
+// over max_ids whatever it encodes to, so only a prefix that passes the limit is encoded.
+TEST_CASE("max_ids: a word longer than the ids left can spell is not encoded whole") {
+  const Tokenizer& tok = MiniMax();
+  const std::string word(32u << 20, 'a');
+  for (const size_t limit : {size_t{0}, size_t{10}, size_t{8192}}) {
+    CAPTURE(limit);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<int32_t> part = tok.Encode(word, false, limit);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(part.size() > limit);
+    CHECK(part.size() < limit + 64 * 1024);
+    std::printf("  %zu-byte word, max_ids %zu: %zu ids in %.3f s\n", word.size(), limit,
+                part.size(), s);
+    CHECK(s < 4.0);  // the whole word: 6.6 s and 2 GB (dev, 40 MB)
+  }
+  const std::string short_word(300, 'a');  // within the limit: the whole encoding
+  CHECK(tok.Encode(short_word, false, 1000) == tok.Encode(short_word));
 }
 
 TEST_CASE("max_ids: encoding stops soon after the limit, on a prefix of the full encoding") {
