@@ -1,6 +1,8 @@
 // The API tests' HTTP client and SSE reader (see api_client.h).
 #include "tests/api/api_client.h"
 
+#include <thread>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -209,6 +211,23 @@ StreamSummary ReadSse(const std::string& sse) {
       }
     }
   }
+  return out;
+}
+
+StoppedStream StreamThenStop(uint16_t port, const std::string& target, const std::string& body,
+                             std::string_view marker, const std::function<int()>& terminate) {
+  StoppedStream out;
+  std::string seen;
+  std::thread stopper;
+  out.reply = ApiCall(port, "POST", target, body, {{"Content-Type", "application/json"}}, 60000,
+                      [&](std::string_view piece) {
+                        seen.append(piece);
+                        if (!out.started && seen.find(marker) != std::string::npos) {
+                          out.started = true;
+                          stopper = std::thread([&] { out.exit_status = terminate(); });
+                        }
+                      });
+  if (stopper.joinable()) stopper.join();
   return out;
 }
 

@@ -35,6 +35,17 @@ ApiReply ApiCall(uint16_t port, const std::string& method, const std::string& ta
 ApiReply PostJson(uint16_t port, const std::string& target, const nlohmann::json& body,
                   const Headers& headers = {}, int timeout_ms = 60000);
 
+// A streamed POST whose server is stopped mid-stream: `terminate` (e.g. the gateway's SIGTERM,
+// returning its exit status) runs on another thread once the stream's text shows `marker` (its
+// first generated token), while the client reads on to the end of what the server sends.
+struct StoppedStream {
+  ApiReply reply;
+  bool started = false;  // the marker came and terminate ran
+  int exit_status = -2;  // terminate's result
+};
+StoppedStream StreamThenStop(uint16_t port, const std::string& target, const std::string& body,
+                             std::string_view marker, const std::function<int()>& terminate);
+
 // What a chat or text completion stream said: content and reasoning concatenated over the
 // chunks, the last usage and finish_reason, error events, and whether [DONE] ended it.
 struct StreamSummary {

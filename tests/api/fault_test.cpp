@@ -187,22 +187,11 @@ TEST_CASE("streams still running at the end of the shutdown grace period: error 
                      {"ignore_eos", true},
                      {"temperature", 0},
                      {"stream", true}};
-  std::atomic<bool> started{false};
-  std::string seen;
-  std::thread stopper;
-  int exit_status = -2;
-  const ApiReply r =
-      ApiCall(port, "POST", "/v1/chat/completions", body.dump(),
-              {{"Content-Type", "application/json"}}, 60000, [&](std::string_view piece) {
-                seen.append(piece);
-                if (!started && seen.find("\"content\"") != std::string::npos) {
-                  started = true;
-                  stopper = std::thread([&] { exit_status = gateway->Terminate(); });
-                }
-              });
-  REQUIRE(started);
-  stopper.join();
-  CHECK(exit_status == 0);
+  const StoppedStream stopped = StreamThenStop(port, "/v1/chat/completions", body.dump(),
+                                               "\"content\"", [&] { return gateway->Terminate(); });
+  REQUIRE(stopped.started);
+  CHECK(stopped.exit_status == 0);
+  const ApiReply& r = stopped.reply;
   CHECK(r.status == 200);
   CHECK(r.complete);  // the chunked body ended properly: not a bare close
   const StreamSummary s = ReadSse(r.body);

@@ -28,6 +28,7 @@
 
 #include "grammar/compiled_grammar.h"
 #include "grammar/grammar.h"
+#include "grammar/grammar_ir.h"
 #include "shared/error.h"
 
 namespace {
@@ -70,23 +71,6 @@ std::shared_ptr<const TokenizerVocab> GrowVocab(const TokenizerVocab& base,
                                          "else",    "elif",  "while",    "for ",  "int "};
   const std::vector<uint32_t> script_starts = {0x4E00,  0x3040, 0x0410, 0x0627, 0xAC00,
                                                0x1F600, 0x0E01, 0x0905, 0x05D0};
-  auto utf8 = [](uint32_t c, std::string& out) {
-    if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-      out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    } else if (c < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    }
-  };
   std::string all_corpus;
   for (const auto& c : corpus) all_corpus += c;
   while (tokens.size() < target) {
@@ -115,7 +99,8 @@ std::shared_ptr<const TokenizerVocab> GrowVocab(const TokenizerVocab& base,
       uint32_t base_cp = script_starts[pick(script_starts.size())];
       size_t n = 1 + pick(3);
       if (pick(2)) t = " ";
-      for (size_t i = 0; i < n; ++i) utf8(base_cp + static_cast<uint32_t>(pick(200)), t);
+      for (size_t i = 0; i < n; ++i)
+        m3::grammar::AppendUtf8(base_cp + static_cast<uint32_t>(pick(200)), t);
     }
     if (t.empty() || !seen.insert(t).second) continue;
     tokens.push_back(std::move(t));
